@@ -1,0 +1,185 @@
+"""Rich renderings for the CLI: load progress and summary, live search view, answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from deepsearcher.ingest import LoadProgress
+from deepsearcher.types import LoadReport
+
+
+class LoadProgressView:
+    """Files parsed and chunks embedded, with rate and ETA, on stderr."""
+
+    def __init__(self, console: Console, *, enabled: bool = True, verbose: bool = False) -> None:
+        self.console = console
+        self.enabled = enabled
+        self.verbose = verbose
+        self._progress = Progress(
+            TextColumn("[bold]{task.description:<10}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+            disable=not enabled,
+        )
+        self._files: TaskID | None = None
+        self._chunks: TaskID | None = None
+        self._chunk_total = 0
+
+    def __enter__(self) -> LoadProgressView:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._progress.__exit__(*exc)
+
+    def update(self, p: LoadProgress) -> None:
+        if not self.enabled:
+            return
+        prog = self._progress
+        if p.stage == "discovered":
+            self._files = prog.add_task("files", total=p.total, rate="")
+            self._chunks = prog.add_task("chunks", total=0, rate="")
+        elif p.stage == "hashed" and p.message == "unchanged" and self._files is not None:
+            prog.advance(self._files)
+            if self.verbose:
+                prog.console.print(f"[dim]unchanged[/] {p.path}", highlight=False)
+        elif p.stage == "failed":
+            if self._files is not None:
+                prog.advance(self._files)
+            prog.console.print(f"[yellow]skipped[/] {p.path}: {p.message}", highlight=False)
+        elif p.stage == "parsed" and self._chunks is not None:
+            self._chunk_total += p.count
+            prog.update(self._chunks, total=self._chunk_total)
+        elif p.stage == "embedded" and self._chunks is not None:
+            prog.advance(self._chunks, p.count)
+            task = prog.tasks[self._chunks]
+            if task.speed:
+                prog.update(self._chunks, rate=f"{task.speed:.0f}/s")
+        elif p.stage == "file_done" and self._files is not None:
+            prog.advance(self._files)
+            if self.verbose:
+                prog.console.print(f"[green]loaded[/] {p.path} ({p.count} chunks)", highlight=False)
+        elif p.stage == "pruned":
+            prog.console.print(f"[dim]pruned[/] {p.path} ({p.count} chunks)", highlight=False)
+
+
+def print_load_summary(console: Console, report: LoadReport) -> None:
+    table = Table(title=f"collection {report.collection}", show_header=True)
+    for col in ("new", "changed", "unchanged", "failed", "chunks +", "chunks -", "total", "seconds"):
+        table.add_column(col, justify="right")
+    table.add_row(
+        str(report.files_new),
+        str(report.files_changed),
+        str(report.files_unchanged),
+        str(report.files_failed),
+        str(report.chunks_added),
+        str(report.chunks_removed),
+        str(report.chunks_total),
+        f"{report.seconds:.1f}",
+    )
+    console.print(table)
+
+
+class QueryView:
+    """Live view of a deep search on stderr; the answer streams to stdout."""
+
+    def __init__(self, err: Console, out: Console, *, verbose: bool = False) -> None:
+        self.err = err
+        self.out = out
+        self.verbose = verbose
+        self.kept = 0
+        self.dropped = 0
+        self._status: Any = None
+        self._answer_started = False
+
+    def __enter__(self) -> QueryView:
+        self._status = self.err.status("searching…")
+        self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop_status()
+
+    def _stop_status(self) -> None:
+        if self._status is not None:
+            self._status.__exit__(None, None, None)
+            self._status = None
+
+    def handle(self, event: Any) -> None:
+        t = event.type
+        if t == "sub_queries":
+            label = "sub-queries" if event.iteration == 1 else f"iteration {event.iteration}"
+            self.err.print(f"[bold cyan]▸ {label}[/]", highlight=False)
+            for q in event.queries:
+                self.err.print(f"   • {q}", highlight=False)
+        elif t == "search":
+            self.err.print(f"   [dim]search[/] {event.query!r}: {event.hits} hits, {event.new} new", highlight=False)
+        elif t == "verdict":
+            if event.kept:
+                self.kept += 1
+            else:
+                self.dropped += 1
+            if self._status is not None:
+                self._status.update(f"judging passages: {self.kept} kept, {self.dropped} dropped")
+            if self.verbose:
+                mark = "[green]YES[/]" if event.kept else "[red]NO [/]"
+                self.err.print(f"   {mark} {event.source}", highlight=False)
+        elif t == "reflection":
+            if event.gap_queries:
+                self.err.print(f"[bold cyan]▸ gaps found[/] → {len(event.gap_queries)} new queries", highlight=False)
+            else:
+                self.err.print("[bold cyan]▸ reflection[/]: evidence complete", highlight=False)
+        elif t == "note":
+            self.err.print(f"[yellow]note:[/] {event.message}", highlight=False)
+        elif t == "answer_delta":
+            if not self._answer_started:
+                self._stop_status()
+                self.err.print(f"[dim]kept {self.kept}, dropped {self.dropped}[/]\n", highlight=False)
+                self._answer_started = True
+            self.out.print(event.text, end="", highlight=False, markup=False, soft_wrap=True)
+
+    def finish(self, answer: Any) -> None:
+        self._stop_status()
+        if self._answer_started:
+            self.out.print()
+        else:
+            self.out.print(answer.answer, highlight=False, markup=False, soft_wrap=True)
+        print_sources(self.out, answer)
+
+
+def print_sources(console: Console, answer: Any) -> None:
+    if answer.sources:
+        console.print("\n[bold]Sources[/]")
+        for s in answer.sources:
+            where = s.source if s.kind == "web" else s.source + (f" p.{s.page}" if s.page else "")
+            if s.start is not None and s.kind != "web":
+                where += f" [{s.start}:{s.end}]"
+            prefix = "(web) " if s.kind == "web" else ""
+            excerpt = " ".join(s.text.split())[:160]
+            console.print(f"[{s.n}] {prefix}{where}", highlight=False, markup=False)
+            console.print(f"    [dim]{excerpt}[/]", highlight=False, soft_wrap=True)
+    u = answer.usage
+    console.print(
+        f"\n[dim]{answer.mode} · {answer.iterations} iteration(s) · {u.llm_calls} LLM calls · "
+        f"{u.prompt_tokens}+{u.completion_tokens} tokens · {answer.seconds:.1f}s[/]",
+        highlight=False,
+    )
+    if answer.cut_short:
+        console.print(f"[yellow]cut short:[/] {answer.cut_short}", highlight=False)

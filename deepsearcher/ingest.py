@@ -1,0 +1,288 @@
+"""The load pipeline: discover -> hash -> parse+chunk -> embed -> upsert -> record.
+
+Stages overlap: files are parsed in worker threads while the previous batch is being embedded
+and the one before that inserted, so on a small machine the encoder (the slowest stage) stays
+busy instead of waiting for parsing or Milvus.
+
+Incremental and crash-safe: a file whose content hash matches its manifest record is skipped
+without parsing; a changed file's new chunks are written before its old ones are deleted; the
+manifest record is written last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from deepsearcher.chunking import Chunker, doc_id_for
+from deepsearcher.config import Settings
+from deepsearcher.embedding import Embedder
+from deepsearcher.errors import DeepSearcherError, LoaderError
+from deepsearcher.store import CollectionMeta, FileRecord, VectorStore
+from deepsearcher.types import Chunk, LoadFailure, LoadReport
+
+logger = logging.getLogger(__name__)
+
+# Chunks per encode call: large enough to keep the encoder efficient, small enough that
+# inserts and progress keep flowing.
+_EMBED_BATCH = 256
+_HASH_BLOCK = 1 << 20
+
+
+@dataclass
+class LoadProgress:
+    """One step of a load, for progress displays. ``stage``: discovered, hashed, parsed,
+    failed, embedded, file_done, pruned."""
+
+    stage: str
+    path: str | None = None
+    count: int = 0
+    total: int = 0
+    message: str | None = None
+
+
+ProgressCallback = Callable[[LoadProgress], None]
+
+
+def hash_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(_HASH_BLOCK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def collection_meta(settings: Settings, embedder_dim: int, description: str = "") -> CollectionMeta:
+    return CollectionMeta(
+        embedding_model=settings.embedding.model,
+        dimension=embedder_dim,
+        chunk_size=settings.chunking.chunk_size,
+        chunk_overlap=settings.chunking.chunk_overlap,
+        analyzer=settings.vector_store.analyzer,
+        description=description,
+    )
+
+
+@dataclass
+class _FileJob:
+    path: Path
+    source: str
+    content_hash: str
+    changed: bool  # a record existed with another hash (or --force)
+    remaining: int = 0
+    chunks: int = 0
+
+
+class Ingestor:
+    """Loads files into one collection. Construct per load; cheap."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: VectorStore,
+        embedder_factory: Callable[[], Embedder],
+        on_progress: ProgressCallback | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self._embedder_factory = embedder_factory
+        self._on_progress = on_progress or (lambda _p: None)
+
+    def _emit(self, stage: str, **kw: object) -> None:
+        try:
+            self._on_progress(LoadProgress(stage, **kw))  # type: ignore[arg-type]
+        except Exception:  # a broken progress display must not break a load
+            logger.debug("progress callback failed", exc_info=True)
+
+    async def aload(
+        self,
+        paths: Sequence[str | Path],
+        collection: str,
+        *,
+        description: str | None = None,
+        force: bool = False,
+        prune: bool = False,
+        rebuild: bool = False,
+    ) -> LoadReport:
+        from loaders import discover_files
+
+        t0 = time.perf_counter()
+        report = LoadReport(collection=collection)
+        files, skipped = await asyncio.to_thread(discover_files, list(paths), self.settings.loading)
+        for s in skipped:
+            self._fail(report, s.path, s.reason)
+        self._emit("discovered", total=len(files))
+
+        existing_meta = await asyncio.to_thread(self.store.get_meta, collection)
+        records: dict[str, FileRecord] = {}
+        if existing_meta is not None and not rebuild:
+            records = await asyncio.to_thread(self.store.file_records, collection)
+
+        jobs: list[_FileJob] = []
+        for path in files:
+            source = str(path)
+            try:
+                digest = await asyncio.to_thread(hash_file, path)
+            except OSError as exc:
+                self._fail(report, source, f"unreadable: {exc.strerror or exc}")
+                continue
+            rec = records.get(source)
+            if rec is not None and rec.content_hash == digest and not force:
+                report.files_unchanged += 1
+                self._emit("hashed", path=source, message="unchanged")
+                continue
+            jobs.append(_FileJob(path, source, digest, changed=rec is not None))
+            self._emit("hashed", path=source)
+
+        embedder: Embedder | None = None
+        if jobs or existing_meta is None or rebuild:
+            # Only now is the model needed: an unchanged reload never loads it.
+            embedder = await asyncio.to_thread(self._embedder_factory)
+            meta = collection_meta(self.settings, embedder.dimension, description or "")
+            if existing_meta is not None and not description:
+                meta.description = existing_meta.description
+            await asyncio.to_thread(self.store.ensure_collection, collection, meta, rebuild=rebuild)
+        elif description is not None and existing_meta.description != description:
+            await asyncio.to_thread(self.store.set_description, collection, description)
+
+        if jobs:
+            assert embedder is not None
+            await self._run_pipeline(jobs, collection, embedder, report)
+
+        if prune:
+            await self._prune(collection, records, report)
+
+        report.chunks_total = await asyncio.to_thread(self.store.count, collection)
+        report.seconds = time.perf_counter() - t0
+        return report
+
+    def _fail(self, report: LoadReport, source: str, reason: str) -> None:
+        report.files_failed += 1
+        report.failures.append(LoadFailure(source, reason))
+        logger.warning("skipped %s: %s", source, reason)
+        self._emit("failed", path=source, message=reason)
+
+    async def _run_pipeline(
+        self, jobs: list[_FileJob], collection: str, embedder: Embedder, report: LoadReport
+    ) -> None:
+        from loaders import parse_file
+
+        chunker = Chunker(self.settings.chunking, embedder.count_tokens, embedder.max_tokens)
+        workers = self.settings.loading.parse_workers
+        parse_sem = asyncio.Semaphore(workers)
+        # Bounded queues give back-pressure: parsing runs ahead of the encoder by a few files,
+        # never by the whole corpus (memory stays flat on large loads).
+        chunk_q: asyncio.Queue[tuple[_FileJob, list[Chunk]] | None] = asyncio.Queue(maxsize=workers * 4)
+        insert_q: asyncio.Queue[tuple[list[Chunk], np.ndarray] | None] = asyncio.Queue(maxsize=2)
+        by_source = {j.source: j for j in jobs}
+
+        def parse_and_chunk(job: _FileJob) -> list[Chunk]:
+            doc = parse_file(job.path, self.settings.loading)
+            return chunker.split(doc, content_hash=job.content_hash)
+
+        async def parse_one(job: _FileJob) -> None:
+            async with parse_sem:
+                try:
+                    chunks = await asyncio.to_thread(parse_and_chunk, job)
+                except LoaderError as exc:
+                    self._fail(report, job.source, exc.message)
+                    return
+                except Exception as exc:  # any parser bug is one file's failure, not the load's
+                    self._fail(report, job.source, f"could not parse: {type(exc).__name__}: {exc}"[:300])
+                    return
+                if not chunks:
+                    self._fail(report, job.source, "no text found")
+                    return
+            job.remaining = job.chunks = len(chunks)
+            self._emit("parsed", path=job.source, count=len(chunks))
+            await chunk_q.put((job, chunks))
+
+        async def produce() -> None:
+            try:
+                await asyncio.gather(*(parse_one(j) for j in jobs))
+            finally:
+                await chunk_q.put(None)
+
+        async def embed_stage() -> None:
+            pending: list[Chunk] = []
+            done = False
+
+            def take(item: tuple[_FileJob, list[Chunk]] | None) -> None:
+                nonlocal done
+                if item is None:
+                    done = True
+                else:
+                    pending.extend(item[1])
+
+            while True:
+                if not pending and not done:
+                    take(await chunk_q.get())
+                # Take whatever is ready without waiting: the encoder never idles for a full batch.
+                while not done and len(pending) < _EMBED_BATCH and not chunk_q.empty():
+                    take(chunk_q.get_nowait())
+                if not pending:
+                    if done:
+                        break
+                    continue
+                batch, pending = pending[:_EMBED_BATCH], pending[_EMBED_BATCH:]
+                vectors = await asyncio.to_thread(embedder.embed, [c.text for c in batch])
+                self._emit("embedded", count=len(batch))
+                await insert_q.put((batch, vectors))
+            await insert_q.put(None)
+
+        async def insert_stage() -> None:
+            while (item := await insert_q.get()) is not None:
+                batch, vectors = item
+                await asyncio.to_thread(self.store.upsert_chunks, collection, batch, vectors)
+                counts: dict[str, int] = {}
+                for c in batch:
+                    counts[c.source] = counts.get(c.source, 0) + 1
+                for source, n in counts.items():
+                    job = by_source[source]
+                    job.remaining -= n
+                    if job.remaining == 0:
+                        await self._finish_file(job, collection, report)
+
+        await asyncio.gather(produce(), embed_stage(), insert_stage())
+
+    async def _finish_file(self, job: _FileJob, collection: str, report: LoadReport) -> None:
+        doc_id = doc_id_for(job.source)
+        removed = 0
+        if job.changed:
+            removed = await asyncio.to_thread(
+                self.store.delete_stale_chunks, collection, doc_id, job.content_hash
+            )
+        record = FileRecord(job.source, doc_id, job.content_hash, job.chunks)
+        await asyncio.to_thread(self.store.put_file_record, collection, record)
+        if job.changed:
+            report.files_changed += 1
+        else:
+            report.files_new += 1
+        report.chunks_added += job.chunks
+        report.chunks_removed += removed
+        self._emit("file_done", path=job.source, count=job.chunks)
+
+    async def _prune(self, collection: str, records: dict[str, FileRecord], report: LoadReport) -> None:
+        for source, rec in records.items():
+            if Path(source).exists():
+                continue
+            removed = await asyncio.to_thread(self.store.delete_stale_chunks, collection, rec.doc_id, None)
+            await asyncio.to_thread(self.store.delete_file_record, collection, source)
+            report.chunks_removed += removed
+            self._emit("pruned", path=source, count=removed)
+
+
+def require_loaded(report: LoadReport) -> None:
+    """Raise when a load produced nothing at all (the CLI then exits non-zero)."""
+    if report.files_loaded == 0 and report.files_unchanged == 0:
+        raise DeepSearcherError(
+            f"nothing could be loaded: {report.files_failed} file(s) failed, none found otherwise",
+            "see the reasons above; fix the files or the include/exclude globs",
+        )
