@@ -22,10 +22,7 @@ for _var in [v for v in os.environ if v.startswith("DEEPSEARCHER_")]:
 
 from deepsearcher.config import Settings, load_settings  # noqa: E402
 from deepsearcher.embedding import SentenceTransformerEmbedder  # noqa: E402
-try:  # written alongside the LLM layer
-    from tests.fixtures_llm import llm_server  # noqa: E402,F401
-except ImportError:  # pragma: no cover
-    pass
+from tests.fixtures_llm import llm_server  # noqa: E402,F401
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,238 @@
+"""Tolerant, typed parsing of LLM replies.
+
+Models wrap answers in ``<think>`` blocks, code fences and prose, and write Python lists instead
+of JSON. We accept those forms, never ``eval`` them, and raise ``OutputParseError`` with a
+problem the model can be told about; ``complete_parsed`` does that once before giving up.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from deepsearcher.agents import prompts
+from deepsearcher.errors import LLMOutputError
+from deepsearcher.llm import ChatModel, Message
+from deepsearcher.types import Usage
+
+T = TypeVar("T")
+
+
+class OutputParseError(ValueError):
+    """The reply does not have the expected shape; ``str(exc)`` says what is wrong."""
+
+
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```[\w-]*[ \t]*\n?(.*?)```", re.DOTALL)
+_MARKER = re.compile(r"^\s*(?:[-*•+]\s+|\d{1,3}[.)]\s+)")
+_YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
+_PY_TOKEN = re.compile(
+    r"""\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|([^,'"\]]+))\s*(,|\])""", re.DOTALL
+)
+
+
+def clean_output(text: str) -> str:
+    """Drop reasoning blocks and code fences around the answer."""
+    text = _THINK.sub("", text)
+    if "</think>" in text.lower():  # templates that emit only the closing tag
+        text = re.split(r"</think>", text, flags=re.IGNORECASE)[-1]
+    stripped = text.lstrip()
+    if stripped.lower().startswith("<think>"):  # cut off mid-reasoning: no answer follows
+        return ""
+    fence = _FENCE.search(text)
+    if fence:
+        text = fence.group(1)
+    return re.sub(r"```[\w-]*", "", text).strip()  # an unclosed fence
+
+
+def _snippet(text: str) -> str:
+    one_line = " ".join(text.split())
+    return one_line[:80] + ("..." if len(one_line) > 80 else "")
+
+
+def _python_list(text: str) -> list[str] | None:
+    """Parse ``['a', "b", c]`` at the start of ``text`` without eval; None if it is not one."""
+    if not text.startswith("["):
+        return None
+    pos, items = 1, []
+    if re.match(r"\[\s*\]", text):
+        return []
+    while True:
+        m = _PY_TOKEN.match(text, pos)
+        if not m:
+            return None
+        quoted = m.group(1) if m.group(1) is not None else m.group(2)
+        if quoted is not None:
+            items.append(re.sub(r"\\(.)", r"\1", quoted))
+        else:
+            items.append(m.group(3))
+        pos = m.end()
+        if m.group(4) == "]":
+            return items
+        if re.match(r"\s*\]", text[pos:]):  # trailing comma
+            return items
+
+
+def _from_json(value: Any) -> list[Any] | None:
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict):  # {"queries": [...]}: take the list it holds
+        lists = [v for v in value.values() if isinstance(v, list)]
+        if len(lists) == 1:
+            return lists[0]
+    return None
+
+
+def _as_text(item: Any) -> str | None:
+    if isinstance(item, str):
+        return item
+    if isinstance(item, bool) or item is None:
+        return None
+    if isinstance(item, int | float):
+        return str(item)
+    if isinstance(item, dict):  # [{"query": "..."}]
+        strings = [v for v in item.values() if isinstance(v, str)]
+        return strings[0] if len(strings) == 1 else None
+    return None
+
+
+def _find_list(text: str) -> list[Any] | None:
+    """A list anywhere in ``text``: whole-text JSON, then each ``[`` tried as JSON or Python."""
+    try:
+        found = _from_json(json.loads(text))
+        if found is not None:
+            return found
+    except ValueError:
+        pass
+    decoder = json.JSONDecoder()
+    for m in re.finditer(r"\[", text):
+        try:
+            value, _ = decoder.raw_decode(text, m.start())
+            return list(value)
+        except ValueError:
+            py = _python_list(text[m.start() :])
+            if py is not None:
+                return py
+    return None
+
+
+def _line_items(text: str) -> list[str] | None:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    marked = [line for line in lines if _MARKER.match(line)]
+    if marked:
+        lines = [_MARKER.sub("", line) for line in marked]
+    else:
+        # Unmarked lines count only as a list of several; one line of prose is not a list.
+        lines = [line for line in lines if not line.endswith(":")]
+        if len(lines) < 2:
+            return None
+    return [line.strip().strip("\"'`").rstrip(",").strip("\"'`") for line in lines]
+
+
+def parse_str_list(text: str, *, max_items: int | None = None) -> list[str]:
+    """A list of distinct non-empty strings from JSON, a Python list, or marked lines."""
+    cleaned = clean_output(text)
+    if not cleaned:
+        raise OutputParseError(
+            "the reply was empty (or unfinished <think> reasoning); expected a JSON list of strings"
+        )
+    found = _find_list(cleaned)
+    raw: list[Any] | None = found if found is not None else _line_items(cleaned)
+    if raw is None:
+        raise OutputParseError(
+            f'expected a JSON list of strings like ["a", "b"], got "{_snippet(cleaned)}"'
+        )
+    out: list[str] = []
+    seen: set[str] = set()
+    for item in raw:
+        value = _as_text(item)
+        value = value.strip() if value else ""
+        if value and value.casefold() not in seen:
+            seen.add(value.casefold())
+            out.append(value)
+    return out[:max_items] if max_items is not None else out
+
+
+def _verdict(text: str) -> bool | None:
+    m = _YES_NO.search(text)
+    if not m:
+        return None
+    # "YES or NO" / "yes/no" echoes the instructions rather than answering them.
+    if re.match(r"\s*(?:/|\bor\b|\|)\s*(?:yes|no)\b", text[m.end() :], re.IGNORECASE):
+        return None
+    return m.group(1).lower() == "yes"
+
+
+def parse_yes_no(text: str) -> bool:
+    """The first YES/NO word of the reply, ignoring case, markup and reasoning blocks."""
+    cleaned = clean_output(text)
+    verdict = _verdict(cleaned)
+    if verdict is None:
+        raise OutputParseError(f'expected exactly one word, YES or NO, got "{_snippet(cleaned)}"')
+    return verdict
+
+
+def _item_verdict(item: Any) -> bool | None:
+    if isinstance(item, bool):
+        return item
+    return _verdict(item) if isinstance(item, str) else None
+
+
+def parse_yes_no_list(text: str, count: int) -> list[bool | None]:
+    """``count`` verdicts for a batch; extra ones are dropped, missing or unclear ones None."""
+    cleaned = clean_output(text)
+    verdicts: list[bool | None] = [None] * count
+    found = _find_list(cleaned)
+    if found is not None:
+        for i, item in enumerate(found[:count]):
+            verdicts[i] = _item_verdict(item)
+    else:
+        lines = [line for line in cleaned.splitlines() if _YES_NO.search(line)]
+        numbered = [re.match(r"\s*(?:\W*)(\d{1,3})\s*[.):\-]", line) for line in lines]
+        if lines and all(numbered):  # "1. YES": place by number, so a skipped item stays None
+            for m, line in zip(numbered, lines, strict=True):
+                assert m is not None
+                n = int(m.group(1))
+                if 1 <= n <= count:
+                    verdicts[n - 1] = _verdict(line[m.end() :])
+        else:
+            words = [w.lower() == "yes" for w in _YES_NO.findall(cleaned)]
+            verdicts[: len(words[:count])] = words[:count]
+    if all(v is None for v in verdicts) and count:
+        raise OutputParseError(
+            f'expected a JSON list of {count} strings, "YES" or "NO", got "{_snippet(cleaned)}"'
+        )
+    return verdicts
+
+
+async def complete_parsed(
+    llm: ChatModel,
+    messages: Sequence[Message],
+    parse: Callable[[str], T],
+    *,
+    usage: Usage,
+    retry_prompt: str = prompts.RETRY_FORMAT,
+    max_tokens: int | None = None,
+) -> T:
+    """Complete and parse; on a parse failure tell the model the problem and ask once more."""
+    convo = list(messages)
+    for attempt in (1, 2):
+        completion = await llm.complete(convo, max_tokens=max_tokens)
+        usage.add(completion.usage)
+        cleaned = clean_output(completion.text)
+        try:
+            return parse(cleaned)
+        except OutputParseError as exc:
+            if attempt == 2:
+                raise LLMOutputError(
+                    f"model {llm.name} replied in an unusable format twice: {exc}"
+                ) from exc
+            # The cleaned reply keeps the retry short and avoids sending reasoning back, which
+            # some reasoning APIs reject.
+            convo += [
+                {"role": "assistant", "content": cleaned or completion.text[:2000]},
+                {"role": "user", "content": retry_prompt.format(problem=exc)},
+            ]
+    raise AssertionError("unreachable")

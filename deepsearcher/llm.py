@@ -1,0 +1,376 @@
+"""Chat models: the ``ChatModel`` protocol and an OpenAI-compatible client.
+
+The client does its own retries (the SDK's are disabled) so that every failure ends in one of
+our typed errors with a one-line message, and so that backoff sleeps happen outside the
+concurrency semaphore instead of holding a slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import importlib
+import logging
+import os
+import random
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+import openai
+
+from deepsearcher.config import LLMSettings
+from deepsearcher.errors import LLMError, LLMUnavailableError
+from deepsearcher.types import Usage
+
+logger = logging.getLogger(__name__)
+
+Message = dict[str, str]
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+_NO_KEY = "not-needed"  # local servers (vLLM, Ollama, llama.cpp) ignore the key, the SDK wants one
+
+
+@dataclass
+class Completion:
+    text: str
+    usage: Usage
+    finish_reason: str | None
+
+
+@dataclass
+class StreamPiece:
+    """A text delta; the last piece of a stream carries the call's usage instead."""
+
+    text: str = ""
+    usage: Usage | None = None
+
+
+class ChatModel(Protocol):
+    name: str
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        """One chat completion. Raises LLMError (LLMUnavailableError once retries are spent)."""
+        ...
+
+    def stream(
+        self, messages: Sequence[Message], *, max_tokens: int | None = None
+    ) -> AsyncIterator[StreamPiece]:
+        """Yield text deltas, then a final piece with the usage (``llm_calls=1``)."""
+        ...
+
+
+class _Retryable(Exception):
+    """A transient failure: worth another attempt after ``delay`` (None: use backoff)."""
+
+    def __init__(self, reason: str, delay: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.delay = delay
+
+
+def _transport_errors() -> tuple[type[Exception], ...]:
+    # openai 1.x streams over httpx, 3.x over httpx2; a cut stream raises the library's own
+    # error, which the SDK does not wrap.
+    errors: list[type[Exception]] = [httpx.HTTPError]
+    with contextlib.suppress(ImportError):
+        errors.append(importlib.import_module("httpx2").HTTPError)
+    return tuple(errors)
+
+
+_TRANSPORT_ERRORS = _transport_errors()
+_STREAM_ERRORS: tuple[type[Exception], ...] = (openai.APIError, _Retryable, *_TRANSPORT_ERRORS)
+_STREAM_RETRYABLE: tuple[type[Exception], ...] = (
+    _Retryable,
+    openai.APIConnectionError,
+    *_TRANSPORT_ERRORS,
+)
+
+
+@dataclass
+class _LoopState:
+    client: openai.AsyncOpenAI
+    semaphore: asyncio.Semaphore
+
+
+class OpenAIChatModel:
+    """Any OpenAI-compatible chat endpoint: OpenAI, DeepSeek, vLLM, Ollama, llama.cpp, ...
+
+    ``backoff_base_s`` is the first retry's delay scale (tests make it tiny); delays double per
+    retry up to ``backoff_cap_s``. A server's Retry-After is honoured up to ``retry_after_cap_s``.
+    """
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        backoff_base_s: float = 0.5,
+        backoff_cap_s: float = 8.0,
+        retry_after_cap_s: float = 30.0,
+    ) -> None:
+        key = os.environ.get(settings.api_key_env)
+        if not key and not settings.base_url:
+            raise LLMError(
+                f"no API key: environment variable {settings.api_key_env} is not set",
+                f"export {settings.api_key_env}=..., or set llm.base_url to a local "
+                "OpenAI-compatible server (which needs no key)",
+            )
+        self.name = settings.model
+        self.settings = settings
+        self.endpoint = settings.base_url or OPENAI_BASE_URL
+        self._api_key = key or _NO_KEY
+        self._backoff_base_s = backoff_base_s
+        self._backoff_cap_s = backoff_cap_s
+        self._retry_after_cap_s = retry_after_cap_s
+        # httpx connection pools and asyncio semaphores belong to one event loop; one state per
+        # loop lets an instance be built outside a loop and serve several asyncio.run() in turn.
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAIChatModel(model={self.name!r}, endpoint={self.endpoint!r})"
+
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        state = self._states.get(loop)
+        if state is None:
+            client = openai.AsyncOpenAI(
+                # Explicit, so the endpoint in our errors is the one called (the SDK would
+                # otherwise fall back to $OPENAI_BASE_URL).
+                base_url=self.endpoint,
+                api_key=self._api_key,
+                timeout=self.settings.timeout_s,
+                max_retries=0,
+            )
+            state = _LoopState(client, asyncio.Semaphore(self.settings.max_concurrency))
+            self._states[loop] = state
+        return state
+
+    async def aclose(self) -> None:
+        """Close the running loop's HTTP client (optional: it is dropped with its loop)."""
+        state = self._states.pop(asyncio.get_running_loop(), None)
+        if state is not None:
+            await state.client.close()
+
+    def _params(self, messages: Sequence[Message], max_tokens: int | None) -> dict[str, Any]:
+        return {
+            "model": self.settings.model,
+            "messages": [dict(m) for m in messages],
+            "max_tokens": max_tokens or self.settings.max_tokens,
+        }
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        params = self._params(messages, max_tokens)
+        params["temperature"] = self.settings.temperature if temperature is None else temperature
+
+        async def call(client: openai.AsyncOpenAI) -> Completion:
+            # httpx's timeout applies per read; wait_for makes timeout_s bound the whole call
+            # against servers that drip bytes.
+            resp = await asyncio.wait_for(self._create(client, params), self.settings.timeout_s)
+            if not resp.choices:
+                raise _Retryable("reply had no choices")
+            choice = resp.choices[0]
+            return Completion(
+                choice.message.content or "", _usage(resp.usage), choice.finish_reason
+            )
+
+        attempts = self.settings.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            state = self._state()
+            async with state.semaphore:
+                try:
+                    return await call(state.client)
+                except (_Retryable, asyncio.TimeoutError) as exc:
+                    reason, hinted = _reason(exc, self.settings.timeout_s)
+                    if attempt == attempts:
+                        raise self._exhausted(attempts, reason) from exc
+                    delay = self._delay(attempt, hinted)
+                    logger.warning(
+                        "LLM call failed (%s); retry %d in %.2fs", reason, attempt, delay
+                    )
+            await asyncio.sleep(delay)  # outside the semaphore: a waiting retry holds no slot
+        raise AssertionError("unreachable")
+
+    async def stream(
+        self, messages: Sequence[Message], *, max_tokens: int | None = None
+    ) -> AsyncIterator[StreamPiece]:
+        params = self._params(messages, max_tokens)
+        params["temperature"] = self.settings.temperature
+        params["stream"] = True
+        params["stream_options"] = {"include_usage": True}
+        attempts = self.settings.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            started = False
+            state = self._state()
+            async with state.semaphore:
+                try:
+                    usage = Usage(1)
+                    finished = False
+                    chunks = await self._create(state.client, params)
+                    async for chunk in chunks:
+                        if chunk.usage:  # servers that ignore include_usage never send it
+                            usage = _usage(chunk.usage)
+                        for choice in chunk.choices:
+                            finished = finished or choice.finish_reason is not None
+                            if choice.delta and choice.delta.content:
+                                started = True
+                                yield StreamPiece(text=choice.delta.content)
+                    if not finished:
+                        # A connection closed mid-reply ends the SSE body like a normal end
+                        # would; only the missing finish_reason tells a truncated answer apart.
+                        raise _Retryable("stream ended before the reply was finished")
+                    yield StreamPiece(usage=usage)
+                    return
+                except _STREAM_ERRORS as exc:
+                    reason, hinted = _reason(exc, self.settings.timeout_s)
+                    if started:
+                        # Deltas already reached the caller; a retry would repeat them.
+                        raise LLMUnavailableError(
+                            f"LLM at {self.endpoint} broke off a streamed reply: {reason}",
+                            self._hint(),
+                        ) from exc
+                    if not isinstance(exc, _STREAM_RETRYABLE):
+                        raise LLMError(f"LLM at {self.endpoint} failed: {reason}") from exc
+                    if attempt == attempts:
+                        raise self._exhausted(attempts, reason) from exc
+                    delay = self._delay(attempt, hinted)
+                    logger.warning(
+                        "LLM stream failed (%s); retry %d in %.2fs", reason, attempt, delay
+                    )
+            await asyncio.sleep(delay)
+
+    async def _create(self, client: openai.AsyncOpenAI, params: dict[str, Any]) -> Any:
+        """Start a request; transient failures become _Retryable, the rest LLMError."""
+        try:
+            return await client.chat.completions.create(**params)
+        except openai.APIStatusError as exc:
+            status = exc.status_code
+            if status == 429 or status >= 500:
+                raise _Retryable(_describe(exc), self._retry_after(exc.response)) from exc
+            raise LLMError(
+                f"LLM at {self.endpoint} rejected the request: {_describe(exc)}",
+                self._status_hint(status),
+            ) from exc
+        except openai.APITimeoutError as exc:
+            raise _Retryable(f"timed out after {self.settings.timeout_s:g}s") from exc
+        except openai.APIConnectionError as exc:
+            raise _Retryable(_describe(exc)) from exc
+        except (openai.APIResponseValidationError, ValueError) as exc:
+            # A 200 whose body is not the expected JSON: a proxy or an overloaded server.
+            raise _Retryable(f"unreadable response ({exc.__class__.__name__})") from exc
+
+    # -- retry policy -----------------------------------------------------------------------
+
+    def _delay(self, attempt: int, hinted: float | None) -> float:
+        if hinted is not None:
+            return min(hinted, self._retry_after_cap_s)
+        # "Equal jitter": at least half the exponential step, so retries of concurrent calls
+        # spread out without collapsing to zero.
+        step = min(self._backoff_cap_s, self._backoff_base_s * 2 ** (attempt - 1))
+        return step / 2 + random.uniform(0, step / 2)
+
+    @staticmethod
+    def _retry_after(response: Any) -> float | None:
+        headers = response.headers
+        if ms := headers.get("retry-after-ms"):
+            try:
+                return max(0.0, float(ms) / 1000)
+            except ValueError:
+                pass
+        value = headers.get("retry-after")
+        if not value:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            pass
+        try:  # an HTTP date
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, when.timestamp() - time.time())
+
+    def _exhausted(self, attempts: int, reason: str) -> LLMUnavailableError:
+        return LLMUnavailableError(
+            f"LLM at {self.endpoint} failed after {attempts} attempts: {reason}", self._hint()
+        )
+
+    def _hint(self) -> str:
+        return (
+            f"check that the server at {self.endpoint} is up and not overloaded, "
+            "or raise llm.timeout_s / llm.max_retries"
+        )
+
+    def _status_hint(self, status: int) -> str | None:
+        if status in (401, 403):
+            return f"check the API key in ${self.settings.api_key_env} and llm.base_url"
+        if status == 404:
+            return f"check llm.model ({self.settings.model!r}) and llm.base_url ({self.endpoint})"
+        return None
+
+
+def _usage(u: Any) -> Usage:
+    if u is None:
+        return Usage(llm_calls=1)
+    return Usage(1, u.prompt_tokens or 0, u.completion_tokens or 0)
+
+
+def _reason(exc: BaseException, timeout_s: float) -> tuple[str, float | None]:
+    if isinstance(exc, _Retryable):
+        return exc.reason, exc.delay
+    if isinstance(exc, asyncio.TimeoutError):
+        return f"timed out after {timeout_s:g}s", None
+    return _describe(exc), None
+
+
+def _describe(exc: BaseException) -> str:
+    """A short reason: status and the server's own message, never headers or keys."""
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        message = ""
+        body = exc.body
+        if isinstance(body, dict):
+            err = body.get("error", body)
+            message = str(err.get("message", "") if isinstance(err, dict) else err)
+        message = " ".join((message or exc.message).split())[:200]
+        if status == 429 and "rate" not in message.lower():
+            message = f"rate limited ({message})"
+        return f"{status} {message}".strip()
+    if isinstance(exc, openai.APITimeoutError) or "Timeout" in type(exc).__name__:
+        return "timed out"
+    if isinstance(exc, openai.APIConnectionError):
+        cause = exc.__cause__
+        return f"connection failed ({cause.__class__.__name__ if cause else 'no response'})"
+    return f"{exc.__class__.__name__}: {' '.join(str(exc).split())[:200]}"
+
+
+_PROVIDERS: dict[str, Callable[[LLMSettings], ChatModel]] = {"openai": OpenAIChatModel}
+
+
+def build_chat_model(settings: LLMSettings) -> ChatModel:
+    """The chat model named by ``settings.provider``."""
+    try:
+        factory = _PROVIDERS[settings.provider]
+    except KeyError:
+        known = ", ".join(sorted(_PROVIDERS))
+        raise LLMError(
+            f"unknown llm.provider {settings.provider!r}", f"use one of: {known}"
+        ) from None
+    return factory(settings)

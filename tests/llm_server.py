@@ -1,0 +1,481 @@
+"""A scripted OpenAI-compatible chat server for tests and benchmarks.
+
+Standard library only, so it shares no code (and no bugs) with the client under test. It binds
+127.0.0.1 on a random port and serves ``POST /v1/chat/completions`` (JSON and SSE streaming) and
+``GET /v1/models``.
+
+Replies come from, in order: scripted faults (``add_fault``), rules (``add_rule``, newest
+first), then a deterministic default responder keyed on the ``TASK:`` line that every prompt in
+``deepsearcher.agents.prompts`` starts with, so a whole deep-search run works without rules.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Request = dict[str, Any]
+Match = str | re.Pattern[str] | Callable[[Request], bool] | None
+Reply = str | Callable[[Request], str]
+
+GARBAGE_REPLY = "%%% garbled 7f3a output ~~ zxqv %%%"
+NO_ANSWER = "The documents do not state the answer."
+
+_STOPWORDS = frozenset(
+    re.findall(
+        r"\w+",
+        """what which when where whom whose does doing done that this these those with from have has
+    about there their they them then than were been being into over under also some many much
+    more most such only other each your yours will would should could shall must might after
+    before while because between both either neither very just like here make made list tell
+    give describe explain answer question questions document documents query queries search
+    please know find said says within without across against among through during upon onto
+    even ever every same anything something everything nothing""",
+    )
+)
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # OpenAI "content parts"
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _all_text(req: Request) -> str:
+    return "\n".join(_content_text(m.get("content")) for m in req.get("messages", []))
+
+
+def _last_user(req: Request) -> str:
+    for m in reversed(req.get("messages", [])):
+        if m.get("role") == "user":
+            return _content_text(m.get("content"))
+    return ""
+
+
+def _task_message(req: Request) -> str:
+    # A format retry ends with RETRY_FORMAT, not a TASK line; answer the task it retries.
+    users = [
+        _content_text(m.get("content")) for m in req.get("messages", []) if m.get("role") == "user"
+    ]
+    return next(
+        (u for u in reversed(users) if u.lstrip().startswith("TASK:")), users[-1] if users else ""
+    )
+
+
+def task_of(req: Request) -> str | None:
+    """The ``TASK: <name>`` of the last user message, if it has one."""
+    first = _last_user(req).lstrip().split("\n", 1)[0].strip()
+    return first[len("TASK:") :].strip() if first.startswith("TASK:") else None
+
+
+def _matches(match: Match, req: Request) -> bool:
+    if match is None:
+        return True
+    if isinstance(match, str):
+        return match in _all_text(req)
+    if isinstance(match, re.Pattern):
+        return match.search(_all_text(req)) is not None
+    return bool(match(req))
+
+
+# ---------------------------------------------------------------------------------------------
+# Default responder
+# ---------------------------------------------------------------------------------------------
+
+
+def _line_value(text: str, label: str) -> str:
+    m = re.search(rf"^{re.escape(label)}:[ \t]*(.*)$", text, re.MULTILINE)
+    return m.group(1).strip() if m else ""
+
+
+def _content_words(text: str) -> set[str]:
+    return {
+        w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 4 and w not in _STOPWORDS
+    }
+
+
+def _documents(text: str) -> list[tuple[str, str]]:
+    """(n, body) of each ``<document ...>`` block; n is "" when the tag has none."""
+    blocks = re.findall(r"<document([^>]*)>\n?(.*?)\n?</document>", text, re.DOTALL)
+    out = []
+    for attrs, body in blocks:
+        n = re.search(r'n="(\d+)"', attrs)
+        out.append((n.group(1) if n else "", body))
+    return out
+
+
+def _relevant(keywords: set[str], body: str) -> bool:
+    return bool(keywords & set(re.findall(r"[a-z0-9]+", body.lower())))
+
+
+def default_reply(req: Request) -> str:
+    """Deterministic replies per prompt task; see the module docstring."""
+    text = _task_message(req)
+    first = text.lstrip().split("\n", 1)[0].strip()
+    task = first[len("TASK:") :].strip() if first.startswith("TASK:") else None
+    if task == "decompose":
+        question = _line_value(text, "Question")
+        limit = re.search(r"at most (\d+)", text)
+        queries = [question]
+        if " and " in question:
+            queries += [p.strip(" ?.,") for p in question.split(" and ") if p.strip(" ?.,")]
+        unique = list(dict.fromkeys(queries))
+        return json.dumps(unique[: int(limit.group(1))] if limit else unique)
+    if task in ("judge", "judge-batch"):
+        head = text.split("<document", 1)[0]
+        keywords = _content_words(
+            _line_value(head, "Question") + " " + _line_value(head, "Search queries")
+        )
+        verdicts = ["YES" if _relevant(keywords, body) else "NO" for _, body in _documents(text)]
+        if task == "judge":
+            return verdicts[0] if verdicts else "NO"
+        return json.dumps(verdicts)
+    if task == "reflect":
+        return "[]"
+    if task == "answer":
+        docs = _documents(text)
+        if not docs:
+            return NO_ANSWER
+        first = next((body for n, body in docs if n == "1"), docs[0][1]).strip()
+        sentence = re.split(r"(?<=[.!?])\s+", first, maxsplit=1)[0].strip()
+        return f"{sentence} [1]"
+    if task == "route":
+        names = [
+            line[2:].strip().split()[0].rstrip(":,")
+            for line in text.splitlines()
+            if line.startswith("- ") and line[2:].strip()
+        ]
+        return json.dumps(names)
+    if task == "rewrite":
+        last = _line_value(text, "Last message")
+        history = text.split("Conversation:", 1)[-1].split("Last message:", 1)[0]
+        users = re.findall(
+            r"^\s*(?:user|human|q)\s*:\s*(.+)$", history, re.MULTILINE | re.IGNORECASE
+        )
+        previous = users[-1].strip() if users else ""
+        return f"{last} (about: {previous})" if previous and previous != last else last
+    return "OK"
+
+
+# ---------------------------------------------------------------------------------------------
+# Server
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Rule:
+    match: Match
+    reply: Reply
+    times: int | None
+    latency: float | None
+
+
+@dataclass
+class _Fault:
+    kind: str
+    times: int | None
+    match: Match
+
+
+_FAULT_KINDS = ("timeout", "garbage", "bad_json", "disconnect")
+
+
+class ScriptedLLMServer:
+    """A local chat-completions server whose replies, faults and latency tests script.
+
+    Fault kinds: any HTTP status as a string ("500", "503", "429" with ``Retry-After: 0``, "400",
+    "401"), "timeout" (hang ``hang_s`` then close without answering), "garbage" (200 with a
+    nonsense reply), "bad_json" (200 with an invalid body), "disconnect" (drop the connection
+    mid-body; a stream is cut after its first delta).
+    """
+
+    def __init__(
+        self, latency: float = 0.0, *, hang_s: float = 5.0, model: str = "scripted"
+    ) -> None:
+        self.latency = latency
+        self.hang_s = hang_s
+        self.model = model
+        self.requests: list[Request] = []
+        self.max_in_flight = 0
+        self._in_flight = 0
+        self._rules: list[_Rule] = []
+        self._faults: list[_Fault] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> ScriptedLLMServer:
+        handler = type("_BoundHandler", (_Handler,), {"scripted": self})
+        httpd = _HTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = httpd
+        self._stopping.clear()
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, args=(0.05,), name="scripted-llm", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()  # wakes handlers sleeping on latency or a "timeout" fault
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> ScriptedLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def base_url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("server not started")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    # -- scripting --------------------------------------------------------------------------
+
+    def add_rule(
+        self, match: Match, reply: Reply, *, times: int | None = None, latency: float | None = None
+    ) -> None:
+        """Reply with ``reply`` to requests matching ``match`` (substring, regex or predicate)."""
+        with self._lock:
+            self._rules.insert(0, _Rule(match, reply, times, latency))
+
+    def add_fault(self, kind: str, *, times: int | None = 1, match: Match = None) -> None:
+        """Fail the next ``times`` matching chat requests (``None``: all of them)."""
+        if kind not in _FAULT_KINDS and not re.fullmatch(r"[1-5]\d\d", kind):
+            raise ValueError(f"unknown fault kind {kind!r}")
+        with self._lock:
+            self._faults.insert(0, _Fault(kind, times, match))
+
+    def count(self, task: str) -> int:
+        """Requests whose last user message starts with ``TASK: <task>``."""
+        with self._lock:
+            return sum(1 for r in self.requests if task_of(r) == task)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests.clear()
+            self._rules.clear()
+            self._faults.clear()
+            self.max_in_flight = self._in_flight
+
+    # -- used by the handler ----------------------------------------------------------------
+
+    def _take(self, items: list[Any], req: Request) -> Any:
+        for item in items:
+            if _matches(item.match, req):
+                if item.times is not None:
+                    item.times -= 1
+                    if item.times <= 0:
+                        items.remove(item)
+                return item
+        return None
+
+    def _plan(self, req: Request) -> tuple[_Fault | None, str, float]:
+        with self._lock:
+            self.requests.append(req)
+            fault: _Fault | None = self._take(self._faults, req)
+            rule: _Rule | None = None if fault else self._take(self._rules, req)
+        latency = self.latency if rule is None or rule.latency is None else rule.latency
+        if fault is not None and fault.kind == "garbage":
+            return None, GARBAGE_REPLY, latency
+        if rule is not None:
+            reply = rule.reply(req) if callable(rule.reply) else rule.reply
+            return None, reply, latency
+        return fault, default_reply(req), latency
+
+    def _enter(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+
+def _pieces(text: str) -> list[str]:
+    # Word-sized deltas whose concatenation is exactly the text, like a real tokenizer's stream.
+    return re.findall(r"\S+\s*|\s+", text) or [text]
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    # The default backlog of 5 drops connections when tests fire many calls at once; the client
+    # then waits for a SYN retry (~1 s) and concurrency measurements lie.
+    request_queue_size = 128
+
+
+class _Handler(BaseHTTPRequestHandler):
+    scripted: ScriptedLLMServer
+    protocol_version = "HTTP/1.0"  # one request per connection; streams end at close
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+        pass
+
+    def _send_json(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            model = {
+                "id": self.scripted.model,
+                "object": "model",
+                "created": 0,
+                "owned_by": "tests",
+            }
+            self._send_json(200, {"object": "list", "data": [model]})
+        else:
+            self._send_json(
+                404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
+            )
+
+    def do_POST(self) -> None:
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._send_json(
+                404, {"error": {"message": f"no route {self.path}", "type": "not_found"}}
+            )
+            return
+        try:
+            req = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        except (ValueError, UnicodeDecodeError):
+            self._send_json(
+                400,
+                {"error": {"message": "request body is not JSON", "type": "invalid_request_error"}},
+            )
+            return
+        server = self.scripted
+        server._enter()
+        try:
+            self._serve_chat(req)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (its timeout); nothing to answer
+        finally:
+            server._leave()
+
+    def _serve_chat(self, req: Request) -> None:
+        server = self.scripted
+        fault, reply, latency = server._plan(req)
+        if fault is not None and fault.kind == "timeout":
+            server._stopping.wait(server.hang_s)
+            self.close_connection = True
+            return
+        if latency and server._stopping.wait(latency):
+            return
+        if fault is not None and fault.kind.isdigit():
+            status = int(fault.kind)
+            kind = {429: "rate_limit_exceeded", 400: "invalid_request_error"}.get(
+                status, "server_error"
+            )
+            message = {429: "rate limited", 400: "scripted bad request"}.get(
+                status, f"scripted error {status}"
+            )
+            headers = {"Retry-After": "0"} if status == 429 else None
+            self._send_json(status, {"error": {"message": message, "type": kind}}, headers)
+            return
+        if fault is not None and fault.kind == "bad_json":
+            data = b"{this is not json"
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        cut = fault is not None and fault.kind == "disconnect"
+        messages_text = "\n".join(_content_text(m.get("content")) for m in req.get("messages", []))
+        usage = {
+            "prompt_tokens": len(messages_text.split()),
+            "completion_tokens": len(reply.split()),
+        }
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        model = req.get("model") or server.model
+        if req.get("stream"):
+            include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
+            self._stream(reply, model, usage if include_usage else None, cut)
+            return
+        body = {
+            "id": "chatcmpl-scripted",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": reply},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": usage,
+        }
+        if cut:
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            self.close_connection = True
+            return
+        self._send_json(200, body)
+
+    def _stream(self, reply: str, model: str, usage: dict[str, int] | None, cut: bool) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        base = {
+            "id": "chatcmpl-scripted",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+        }
+
+        def send(chunk: dict[str, Any] | str) -> None:
+            payload = chunk if isinstance(chunk, str) else json.dumps({**base, **chunk})
+            self.wfile.write(f"data: {payload}\n\n".encode())
+            self.wfile.flush()
+
+        send(
+            {
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"role": "assistant", "content": ""},
+                        "finish_reason": None,
+                    }
+                ]
+            }
+        )
+        for i, piece in enumerate(_pieces(reply)):
+            send({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+            if cut and i == 0:
+                self.close_connection = True
+                return
+        send({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        if usage is not None:
+            send({"choices": [], "usage": usage})
+        send("[DONE]")

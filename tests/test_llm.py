@@ -1,0 +1,243 @@
+"""OpenAIChatModel against the scripted server: the real openai client, real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import pytest
+
+from deepsearcher.agents import prompts
+from deepsearcher.config import LLMSettings
+from deepsearcher.errors import LLMError, LLMUnavailableError
+from deepsearcher.llm import Completion, OpenAIChatModel, StreamPiece, build_chat_model
+from tests.llm_server import ScriptedLLMServer
+
+NO_KEY_ENV = "DEEPSEARCHER_TEST_UNSET_KEY"
+HELLO = [{"role": "user", "content": "say hello to the tests"}]
+
+
+def make_model(server: ScriptedLLMServer, **overrides: Any) -> OpenAIChatModel:
+    fields: dict[str, Any] = {
+        "base_url": server.base_url,
+        "api_key_env": NO_KEY_ENV,
+        "model": "test-model",
+        "timeout_s": 2.0,
+        "max_retries": 2,
+    }
+    fields.update(overrides)
+    return OpenAIChatModel(LLMSettings(**fields), backoff_base_s=0.01)
+
+
+def collect(model: OpenAIChatModel, messages: Any) -> list[StreamPiece]:
+    async def run() -> list[StreamPiece]:
+        return [piece async for piece in model.stream(messages)]
+
+    return asyncio.run(run())
+
+
+def test_complete_returns_text_and_usage(llm_server: ScriptedLLMServer) -> None:
+    llm_server.add_rule("say hello", "Hello there, tests!")
+    result = asyncio.run(make_model(llm_server).complete(HELLO, max_tokens=50))
+
+    assert result == Completion("Hello there, tests!", result.usage, "stop")
+    assert result.usage.to_dict() == {"llm_calls": 1, "prompt_tokens": 5, "completion_tokens": 3}
+    sent = llm_server.requests[0]
+    assert sent["model"] == "test-model" and sent["max_tokens"] == 50
+
+
+def test_retries_500_and_429_then_succeeds(llm_server: ScriptedLLMServer) -> None:
+    llm_server.add_rule("say hello", "hi")
+    llm_server.add_fault("500")
+    llm_server.add_fault("429")
+
+    assert asyncio.run(make_model(llm_server).complete(HELLO)).text == "hi"
+    assert len(llm_server.requests) == 3
+
+
+@pytest.mark.parametrize("kind", ["bad_json", "disconnect"])
+def test_broken_response_bodies_are_retried(llm_server: ScriptedLLMServer, kind: str) -> None:
+    llm_server.add_rule("say hello", "hi")
+    llm_server.add_fault(kind)
+
+    assert asyncio.run(make_model(llm_server).complete(HELLO)).text == "hi"
+    assert len(llm_server.requests) == 2
+
+
+def test_timeout_is_retried_then_succeeds(llm_server: ScriptedLLMServer) -> None:
+    llm_server.add_rule("say hello", "hi")
+    llm_server.add_fault("timeout")
+    started = time.monotonic()
+
+    assert asyncio.run(make_model(llm_server, timeout_s=0.5).complete(HELLO)).text == "hi"
+    assert time.monotonic() - started < 2.5
+    assert len(llm_server.requests) == 2
+
+
+def test_exhausted_retries_raise_unavailable_without_hanging(
+    llm_server: ScriptedLLMServer,
+) -> None:
+    llm_server.add_fault("timeout", times=None)
+    model = make_model(llm_server, timeout_s=0.3, max_retries=2)
+    started = time.monotonic()
+
+    with pytest.raises(LLMUnavailableError) as info:
+        asyncio.run(model.complete(HELLO))
+
+    assert time.monotonic() - started < 3.0  # 3 attempts x 0.3 s, not the server's 5 s hang
+    assert len(llm_server.requests) == 3
+    assert str(info.value) == (
+        f"LLM at {llm_server.base_url} failed after 3 attempts: timed out after 0.3s"
+    )
+    assert "llm.timeout_s" in info.value.hint
+
+
+def test_rate_limit_exhaustion_names_the_cause(llm_server: ScriptedLLMServer) -> None:
+    llm_server.add_fault("429", times=None)
+    with pytest.raises(LLMUnavailableError, match="failed after 2 attempts: 429 rate limited"):
+        asyncio.run(make_model(llm_server, max_retries=1).complete(HELLO))
+
+
+def test_400_fails_at_once_with_the_server_message(
+    llm_server: ScriptedLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(NO_KEY_ENV, "sk-very-secret-key")
+    llm_server.add_fault("400")
+    model = make_model(llm_server)
+
+    with pytest.raises(LLMError) as info:
+        asyncio.run(model.complete(HELLO))
+
+    assert not isinstance(info.value, LLMUnavailableError)
+    assert "400 scripted bad request" in str(info.value)
+    assert len(llm_server.requests) == 1
+    assert "sk-very-secret" not in f"{info.value} {info.value.hint} {model!r}"
+
+
+def test_semaphore_bounds_calls_in_flight(llm_server: ScriptedLLMServer) -> None:
+    llm_server.latency = 0.1
+    model = make_model(llm_server, max_concurrency=2)
+
+    async def run() -> None:
+        await asyncio.gather(*(model.complete(HELLO) for _ in range(6)))
+
+    asyncio.run(run())
+    assert llm_server.max_in_flight == 2
+
+
+def test_calls_really_run_concurrently(llm_server: ScriptedLLMServer) -> None:
+    llm_server.latency = 0.2
+    model = make_model(llm_server, max_concurrency=8)
+
+    async def run() -> float:
+        started = time.monotonic()
+        await asyncio.gather(*(model.complete(HELLO) for _ in range(8)))
+        return time.monotonic() - started
+
+    assert asyncio.run(run()) < 0.8
+    assert llm_server.max_in_flight >= 4
+
+
+def test_one_instance_serves_several_event_loops(llm_server: ScriptedLLMServer) -> None:
+    model = make_model(llm_server)
+    for _ in range(3):
+        assert asyncio.run(model.complete(HELLO)).text == "OK"
+
+
+def test_stream_yields_deltas_matching_the_complete_text(llm_server: ScriptedLLMServer) -> None:
+    model = make_model(llm_server)
+    messages = [
+        {"role": "user", "content": prompts.DECOMPOSE.format(max_queries=4, question="A and B")}
+    ]
+    text = asyncio.run(model.complete(messages)).text
+    pieces = collect(model, messages)
+
+    deltas = [p.text for p in pieces if p.text]
+    assert len(deltas) > 1 and "".join(deltas) == text
+    final = pieces[-1]
+    assert final.usage is not None and final.usage.llm_calls == 1
+    assert final.usage.prompt_tokens > 0 and final.usage.completion_tokens == len(text.split())
+    assert llm_server.requests[-1]["stream_options"] == {"include_usage": True}
+
+
+def test_stream_failing_before_first_delta_is_retried(llm_server: ScriptedLLMServer) -> None:
+    llm_server.add_rule("say hello", "one two three")
+    llm_server.add_fault("500")
+    llm_server.add_fault("timeout")
+
+    pieces = collect(make_model(llm_server, timeout_s=0.5), HELLO)
+    assert "".join(p.text for p in pieces) == "one two three"
+    assert len(llm_server.requests) == 3
+
+
+def test_stream_cut_mid_reply_raises_unavailable(llm_server: ScriptedLLMServer) -> None:
+    llm_server.add_rule("say hello", "one two three")
+    llm_server.add_fault("disconnect")
+    with pytest.raises(LLMUnavailableError, match="broke off a streamed reply"):
+        collect(make_model(llm_server), HELLO)
+    assert len(llm_server.requests) == 1  # deltas reached the caller: no retry repeats them
+
+
+def test_missing_key_without_base_url_is_a_clear_error() -> None:
+    with pytest.raises(LLMError) as info:
+        build_chat_model(LLMSettings(api_key_env=NO_KEY_ENV))
+    assert NO_KEY_ENV in str(info.value)
+    assert NO_KEY_ENV in info.value.hint and "llm.base_url" in info.value.hint
+
+
+def test_build_chat_model_by_provider(llm_server: ScriptedLLMServer) -> None:
+    model = build_chat_model(LLMSettings(base_url=llm_server.base_url, api_key_env=NO_KEY_ENV))
+    assert isinstance(model, OpenAIChatModel) and model.name == "gpt-4o-mini"
+
+
+# -- the scripted server's default responder: other tests rely on it for end-to-end runs --------
+
+
+def ask(server: ScriptedLLMServer, prompt: str) -> str:
+    return asyncio.run(make_model(server).complete([{"role": "user", "content": prompt}])).text
+
+
+def test_default_responder_covers_every_task(llm_server: ScriptedLLMServer) -> None:
+    decompose = prompts.DECOMPOSE.format(max_queries=2, question="Who owns billing and support?")
+    assert json.loads(ask(llm_server, decompose)) == [
+        "Who owns billing and support?",
+        "Who owns billing",
+    ]
+
+    judge = prompts.JUDGE.format(question="Who owns billing?", queries="[]", source="a", text="{}")
+    assert ask(llm_server, judge.replace("{}", "Billing is owned by Ana.")) == "YES"
+    assert ask(llm_server, judge.replace("{}", "The cafeteria opens at 9.")) == "NO"
+
+    items = [
+        prompts.JUDGE_BATCH_ITEM.format(n=i + 1, source="s", text=t)
+        for i, t in enumerate(["billing team", "lunch menu"])
+    ]
+    batch = prompts.JUDGE_BATCH.format(
+        question="Who owns billing?", queries="[]", documents="\n".join(items), count=2
+    )
+    assert json.loads(ask(llm_server, batch)) == ["YES", "NO"]
+
+    passage = prompts.ANSWER_PASSAGE.format(n=1, source="s", text="Ana owns billing. Since 2020.")
+    answer = prompts.ANSWER.format(cut_short="", question="q", documents=passage)
+    assert ask(llm_server, answer) == "Ana owns billing. [1]"
+    empty = prompts.ANSWER.format(cut_short="", question="q", documents="")
+    assert ask(llm_server, empty) == "The documents do not state the answer."
+
+    route = prompts.ROUTE.format(collections="- hr: people\n- finance: money", question="q")
+    assert json.loads(ask(llm_server, route)) == ["hr", "finance"]
+    rewrite = prompts.REWRITE.format(
+        history="user: Who owns billing?\nassistant: Ana.", question="Since when?"
+    )
+    assert ask(llm_server, rewrite) == "Since when? (about: Who owns billing?)"
+    assert (
+        ask(
+            llm_server, prompts.REFLECT.format(max_gaps=2, question="q", queries="[]", documents="")
+        )
+        == "[]"
+    )
+
+    assert llm_server.count("judge") == 2 and llm_server.count("judge-batch") == 1
+    llm_server.reset()
+    assert llm_server.requests == [] and llm_server.count("judge") == 0
