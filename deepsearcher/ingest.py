@@ -25,7 +25,7 @@ from deepsearcher.chunking import Chunker, doc_id_for
 from deepsearcher.config import Settings
 from deepsearcher.embedding import Embedder
 from deepsearcher.errors import DeepSearcherError, LoaderError
-from deepsearcher.store import CollectionMeta, FileRecord, VectorStore
+from deepsearcher.store import CollectionMeta, FileRecord, VectorStore, check_compatible
 from deepsearcher.types import Chunk, LoadFailure, LoadReport
 
 logger = logging.getLogger(__name__)
@@ -123,6 +123,8 @@ class Ingestor:
         existing_meta = await asyncio.to_thread(self.store.get_meta, collection)
         records: dict[str, FileRecord] = {}
         if existing_meta is not None and not rebuild:
+            # Checked up front so even a load with nothing new refuses a mismatched collection.
+            check_compatible(collection, existing_meta, collection_meta(self.settings, existing_meta.dimension))
             records = await asyncio.to_thread(self.store.file_records, collection)
 
         jobs: list[_FileJob] = []
@@ -270,9 +272,9 @@ class Ingestor:
         self._emit("file_done", path=job.source, count=job.chunks)
 
     async def _prune(self, collection: str, records: dict[str, FileRecord], report: LoadReport) -> None:
-        for source, rec in records.items():
-            if Path(source).exists():
-                continue
+        gone = await asyncio.to_thread(lambda: [s for s in records if not Path(s).exists()])
+        for source in gone:
+            rec = records[source]
             removed = await asyncio.to_thread(self.store.delete_stale_chunks, collection, rec.doc_id, None)
             await asyncio.to_thread(self.store.delete_file_record, collection, source)
             report.chunks_removed += removed

@@ -106,6 +106,16 @@ class VectorStore(Protocol):
     def close(self) -> None: ...
 
 
+def check_compatible(name: str, existing: CollectionMeta, wanted: CollectionMeta) -> None:
+    """Refuse to mix vectors or chunkings in one collection."""
+    diffs = existing.incompatibilities(wanted)
+    if diffs:
+        raise IncompatibleCollectionError(
+            f"collection '{name}' was built with other settings: {'; '.join(diffs)}",
+            f"load into another --collection, or pass --rebuild to re-embed '{name}'",
+        )
+
+
 def validate_collection_name(name: str) -> str:
     if not _NAME_RE.match(name) or name.endswith(MANIFEST_SUFFIX):
         raise StoreError(
@@ -133,6 +143,7 @@ class MilvusStore:
         # Milvus Lite runs in-process; one lock keeps its client single-threaded. A server
         # handles concurrent requests itself.
         self._lock: threading.Lock | None = None if self._remote else threading.Lock()
+        self._loaded: set[str] = set()
         try:
             if not self._remote:
                 Path(uri).parent.mkdir(parents=True, exist_ok=True)
@@ -162,6 +173,14 @@ class MilvusStore:
     def _require(self, name: str) -> None:
         if not self._has(name):
             raise CollectionNotFoundError(f"collection '{name}' does not exist")
+        self._ensure_loaded(name)
+
+    def _ensure_loaded(self, name: str) -> None:
+        # A database reopened after a crash holds its collections "released"; queries then
+        # fail until they are loaded into memory again. Loading a loaded collection is a no-op.
+        if name not in self._loaded:
+            self._call(self._client.load_collection, name)
+            self._loaded.add(name)
 
     # -- collections ------------------------------------------------------------------------
 
@@ -199,12 +218,7 @@ class MilvusStore:
                     f"collection '{name}' was not created by deepsearcher",
                     f"use another --collection, or --rebuild to replace '{name}'",
                 )
-            diffs = existing.incompatibilities(meta)
-            if diffs:
-                raise IncompatibleCollectionError(
-                    f"collection '{name}' was built with other settings: {'; '.join(diffs)}",
-                    f"load into another --collection, or pass --rebuild to re-embed '{name}'",
-                )
+            check_compatible(name, existing, meta)
             if meta.description and meta.description != existing.description:
                 self.set_description(name, meta.description)
             if not self._has(name + MANIFEST_SUFFIX):
@@ -284,10 +298,12 @@ class MilvusStore:
         for n in (name, name + MANIFEST_SUFFIX):
             if self._has(n):
                 self._call(self._client.drop_collection, n)
+            self._loaded.discard(n)
 
     def count(self, name: str) -> int:
         if not self._has(name):
             return 0
+        self._ensure_loaded(name)
         res = self._call(self._client.query, name, filter="", output_fields=["count(*)"])
         return int(res[0]["count(*)"]) if res else 0
 
@@ -296,6 +312,7 @@ class MilvusStore:
     def upsert_chunks(self, name: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         if not chunks:
             return
+        self._ensure_loaded(name)
         rows = [
             {
                 "id": c.id,
@@ -319,6 +336,7 @@ class MilvusStore:
 
     def delete_stale_chunks(self, name: str, doc_id: str, keep_hash: str | None) -> int:
         """Delete a document's chunks except those of ``keep_hash`` (all when None)."""
+        self._ensure_loaded(name)
         expr = f'doc_id == "{doc_id}"'
         if keep_hash is not None:
             expr += f' and content_hash != "{keep_hash}"'
@@ -331,6 +349,7 @@ class MilvusStore:
         manifest = name + MANIFEST_SUFFIX
         if not self._has(manifest):
             return {}
+        self._ensure_loaded(manifest)
         out: dict[str, FileRecord] = {}
         fields = ["source", "doc_id", "content_hash", "chunks", "extra"]
         for row in self._iterate(manifest, fields):
@@ -353,6 +372,7 @@ class MilvusStore:
             it.close()
 
     def put_file_record(self, name: str, record: FileRecord) -> None:
+        self._ensure_loaded(name + MANIFEST_SUFFIX)
         row = {
             "source": record.source[:_SOURCE_MAX],
             "doc_id": record.doc_id,
@@ -364,6 +384,7 @@ class MilvusStore:
         self._call(self._client.upsert, name + MANIFEST_SUFFIX, [row])
 
     def delete_file_record(self, name: str, source: str) -> None:
+        self._ensure_loaded(name + MANIFEST_SUFFIX)
         self._call(self._client.delete, name + MANIFEST_SUFFIX, ids=[source])
 
     # -- search -----------------------------------------------------------------------------

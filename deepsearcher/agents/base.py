@@ -225,9 +225,16 @@ def cited_sources(answer_text: str, passages: Sequence[Hit]) -> tuple[str, list[
 
 
 async def write_answer(
-    ctx: RunContext, question: str, passages: Sequence[Hit], answer: Answer
+    ctx: RunContext,
+    question: str,
+    passages: Sequence[Hit],
+    answer: Answer,
+    fallback: Sequence[Hit] = (),
 ) -> AsyncIterator[Event]:
-    """Stream the cited answer; fill ``answer.answer`` and ``answer.sources``."""
+    """Stream the cited answer; fill ``answer.answer`` and ``answer.sources``.
+
+    If the LLM fails here, the answer lists the evidence instead: the kept passages, or when
+    none were kept (verdicts failed too) the best ``fallback`` hits, unjudged."""
     assert ctx.llm is not None
     cut = prompts.CUT_SHORT_NOTE.format(reason=ctx.cut_short) if ctx.cut_short else ""
     prompt = prompts.ANSWER.format(
@@ -246,8 +253,9 @@ async def write_answer(
     except LLMError as exc:
         # Visible degradation: say the LLM failed and hand over the evidence found so far.
         yield ctx.note(f"answer step failed: {exc.message}")
-        answer.answer = fallback_answer(passages, reason=f"the LLM failed while answering ({exc.message})")
-        answer.sources = [hit_to_source(i, h) for i, h in enumerate(passages, start=1)]
+        evidence = list(passages) or list(fallback)[:5]
+        answer.answer = fallback_answer(evidence, reason=f"the LLM failed while answering ({exc.message})")
+        answer.sources = [hit_to_source(i, h) for i, h in enumerate(evidence, start=1)]
         return
     from deepsearcher.agents.parsing import clean_output
 

@@ -106,6 +106,7 @@ class DeepSearchAgent:
         all_queries: list[str] = []
         judged: set[str] = set()
         kept: list[Hit] = []
+        retrieved: dict[str, Hit] = {}
         iteration = 0
 
         while pending and iteration < max_iter:
@@ -125,6 +126,7 @@ class DeepSearchAgent:
                 new = [h for h in hits if h.id not in judged]
                 for h in new:
                     judged.add(h.id)
+                    retrieved[h.id] = h
                 fresh.extend(new)
                 answer.chunks_retrieved += len(hits)
                 yield SearchEvent(query=query, hits=len(hits), new=len(new))
@@ -165,7 +167,8 @@ class DeepSearchAgent:
         answer.sub_queries = all_queries
         answer.chunks_kept = len(kept)
         passages = kept[: q.max_context_chunks]
-        async for ev in write_answer(ctx, question, passages, answer):
+        unjudged = sorted(retrieved.values(), key=lambda h: h.score, reverse=True)
+        async for ev in write_answer(ctx, question, passages, answer, fallback=unjudged):
             yield ev
         answer.usage = ctx.usage
         answer.cut_short = ctx.cut_short

@@ -1,0 +1,193 @@
+"""Incremental, idempotent, crash-safe loading into real Milvus Lite with the real model."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from deepsearcher.cli import app
+from deepsearcher.config import Settings
+from deepsearcher.errors import IncompatibleCollectionError
+
+
+def _corpus(root: Path, n: int = 6, paragraphs: int = 3) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        body = "\n\n".join(
+            f"Document {i} paragraph {p}: the warehouse robot fleet {i} moved {p * 7 + i} pallets "
+            f"and the maintenance crew {p} inspected conveyor line {i}." * 3
+            for p in range(paragraphs)
+        )
+        (root / f"doc_{i:03d}.txt").write_text(body, encoding="utf-8")
+    return root
+
+
+def _chunk_ids(ds: Any, collection: str) -> list[str]:
+    rows = ds.store._client.query(collection, filter="", output_fields=["id"], limit=16384)
+    return sorted(r["id"] for r in rows)
+
+
+def test_reload_skips_unchanged_and_replaces_changed(tmp_path: Path, make_searcher: Any) -> None:
+    docs = _corpus(tmp_path / "docs")
+    ds = make_searcher()
+    first = ds.load([docs], "c")
+    assert (first.files_new, first.files_changed, first.files_unchanged, first.files_failed) == (6, 0, 0, 0)
+    assert first.chunks_added == first.chunks_total > 6
+    ids_before = _chunk_ids(ds, "c")
+
+    again = ds.load([docs], "c")
+    assert (again.files_new, again.files_unchanged, again.chunks_added) == (0, 6, 0)
+    assert _chunk_ids(ds, "c") == ids_before
+
+    # Change one file: its old chunks go, its new chunks come, nothing else moves.
+    target = docs / "doc_002.txt"
+    old_chunks = [i for i in ids_before]
+    target.write_text("A completely rewritten report about solar panels on the roof.", encoding="utf-8")
+    changed = ds.load([docs], "c")
+    assert (changed.files_changed, changed.files_unchanged) == (1, 5)
+    assert changed.chunks_added == 1 and changed.chunks_removed >= 1
+    assert changed.chunks_total == first.chunks_total - changed.chunks_removed + 1
+    hits = ds.store.search("c", ds.embedder.embed(["solar panels on the roof"]), 1)[0]
+    assert hits[0].source == str(target.resolve()) and "solar" in hits[0].text
+    assert len(set(_chunk_ids(ds, "c")) - set(old_chunks)) == 1
+
+
+def test_force_reembeds_without_duplicates_and_prune_removes_deleted(tmp_path: Path, make_searcher: Any) -> None:
+    docs = _corpus(tmp_path / "docs", n=3)
+    ds = make_searcher()
+    first = ds.load([docs], "c")
+    forced = ds.load([docs], "c", force=True)
+    assert forced.files_changed == 3 and forced.chunks_total == first.chunks_total
+    (docs / "doc_001.txt").unlink()
+    kept = ds.load([docs], "c")  # without --prune the chunks stay
+    assert kept.chunks_total == first.chunks_total
+    pruned = ds.load([docs], "c", prune=True)
+    assert pruned.chunks_removed > 0
+    assert pruned.chunks_total == first.chunks_total - pruned.chunks_removed
+    assert str((docs / "doc_001.txt").resolve()) not in ds.store.file_records("c")
+
+
+def test_bad_files_are_reported_and_the_rest_loads(tmp_path: Path, make_searcher: Any) -> None:
+    docs = _corpus(tmp_path / "docs", n=2)
+    (docs / "empty.txt").write_bytes(b"")
+    (docs / "broken.pdf").write_bytes(b"%PDF-1.4\n this is not really a pdf \x00\x01")
+    (docs / "junk.txt").write_bytes(os.urandom(4096))
+    ds = make_searcher()
+    report = ds.load([docs], "c")
+    assert report.files_new == 2 and report.files_failed == 3
+    reasons = {Path(f.path).name: f.reason for f in report.failures}
+    assert set(reasons) == {"empty.txt", "broken.pdf", "junk.txt"}
+    assert all(r and "\n" not in r for r in reasons.values())
+
+
+def test_other_embedder_gets_rebuild_hint(tmp_path: Path, make_searcher: Any, settings: Settings) -> None:
+    docs = _corpus(tmp_path / "docs", n=1)
+    make_searcher().load([docs], "c")
+    other = settings.model_copy(deep=True)
+    other.chunking.chunk_size = 120
+    with pytest.raises(IncompatibleCollectionError) as err:
+        make_searcher(other).load([docs], "c")
+    assert "chunk_size" in err.value.message and "--rebuild" in err.value.hint
+    rebuilt = make_searcher(other).load([docs], "c", rebuild=True)
+    assert rebuilt.files_new == 1
+
+
+def test_description_is_kept_and_updated(tmp_path: Path, make_searcher: Any) -> None:
+    docs = _corpus(tmp_path / "docs", n=1)
+    ds = make_searcher()
+    ds.load([docs], "c", description="warehouse reports")
+    ds.load([docs], "c")
+    assert ds.store.get_meta("c").description == "warehouse reports"
+    ds.load([docs], "c", description="fleet reports")
+    assert ds.store.get_meta("c").description == "fleet reports"
+
+
+@pytest.mark.slow
+def test_killed_load_then_rerun_equals_clean_load(tmp_path: Path, make_searcher: Any, settings: Settings) -> None:
+    docs = _corpus(tmp_path / "docs", n=60, paragraphs=4)
+    db = tmp_path / "killed.db"
+    env = {**os.environ, "DEEPSEARCHER_VECTOR_STORE__URI": str(db), "DEEPSEARCHER_LOADING__PARSE_WORKERS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from deepsearcher.cli import main; main()", "load", str(docs), "--collection", "c", "-v"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=tmp_path, text=True,
+    )
+    assert proc.stdout is not None
+    loaded_lines = 0
+    deadline = time.time() + 240
+    for line in proc.stdout:
+        if line.lstrip().startswith("loaded"):
+            loaded_lines += 1
+            if loaded_lines >= 5:
+                break
+        assert time.time() < deadline
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert loaded_lines >= 5, "the load finished before it could be killed"
+
+    killed_settings = settings.model_copy(deep=True)
+    killed_settings.vector_store.uri = str(db)
+    ds = make_searcher(killed_settings)
+    partial = ds.store.file_records("c")
+    assert 5 <= len(partial) < 60  # really killed mid-run
+    rerun = ds.load([docs], "c")
+    assert rerun.files_unchanged == len(partial) and rerun.files_new + rerun.files_changed == 60 - len(partial)
+
+    clean = make_searcher()
+    clean_report = clean.load([docs], "c")
+    assert rerun.chunks_total == clean_report.chunks_total
+    assert _chunk_ids(ds, "c") == _chunk_ids(clean, "c")
+
+
+def test_cli_load_json_and_collections(tmp_path: Path) -> None:
+    docs = _corpus(tmp_path / "docs", n=2)
+    (docs / "empty.md").write_text("")
+    runner = CliRunner()
+    env = {"DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "cli.db")}
+    res = runner.invoke(app, ["load", str(docs), "--collection", "notes", "--description", "ops notes", "--json"], env=env)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert set(out) == {"collection", "files", "chunks", "failures", "seconds"}
+    assert out["files"] == {"new": 2, "changed": 0, "unchanged": 0, "failed": 1}
+    assert out["chunks"]["added"] == out["chunks"]["total"] > 0
+    assert out["failures"][0]["path"].endswith("empty.md") and out["failures"][0]["reason"]
+
+    res = runner.invoke(app, ["load", str(docs), "--collection", "notes"], env=env)
+    assert res.exit_code == 0 and "unchanged" in res.stdout
+
+    res = runner.invoke(app, ["collections", "--json"], env=env)
+    listed = json.loads(res.stdout)
+    assert listed == [{"name": "notes", "chunks": out["chunks"]["total"], "files": 2,
+                       "embedding_model": "all-MiniLM-L6-v2", "description": "ops notes"}]
+
+    res = runner.invoke(app, ["collections", "drop", "notes"], env=env, input="n\n")
+    assert res.exit_code == 1
+    res = runner.invoke(app, ["collections", "drop", "notes", "--yes"], env=env)
+    assert res.exit_code == 0
+    res = runner.invoke(app, ["collections", "--json"], env=env)
+    assert json.loads(res.stdout) == []
+
+
+def test_cli_errors_are_one_line_with_hint(tmp_path: Path) -> None:
+    runner = CliRunner()
+    env = {"DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "cli.db")}
+    res = runner.invoke(app, ["load", str(tmp_path / "nope")], env=env)
+    assert res.exit_code == 1
+    assert res.stderr.startswith("error: ") and "hint: " in res.stderr and "Traceback" not in res.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("llm:\n  tempreature: 1\n")
+    res = runner.invoke(app, ["load", str(tmp_path), "--config", str(bad)], env=env)
+    assert res.exit_code == 1 and "llm.tempreature" in res.stderr
+    only_bad = tmp_path / "onlybad"
+    only_bad.mkdir()
+    (only_bad / "a.txt").write_bytes(b"")
+    res = runner.invoke(app, ["load", str(only_bad)], env=env)
+    assert res.exit_code == 1 and "nothing could be loaded" in res.stderr
