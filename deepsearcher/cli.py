@@ -53,6 +53,11 @@ def _setup_logging(verbose: int) -> None:
     root.setLevel(logging.WARNING)
     logging.getLogger("deepsearcher").setLevel(level)
     logging.getLogger("loaders").setLevel(level)
+    if verbose < 2:
+        # Milvus Lite logs a full traceback when its database is locked, and pymilvus warns on
+        # every Lite query iterator; we report both conditions ourselves, in one line.
+        logging.getLogger("milvus_lite").setLevel(logging.CRITICAL)
+        logging.getLogger("pymilvus").setLevel(logging.ERROR)
 
 
 def fail(exc: DeepSearcherError) -> typer.Exit:
@@ -126,7 +131,9 @@ def query(
         typer.Option("--collection", help="Search only these collections (repeatable)."),
     ] = None,
     agent: Annotated[str | None, typer.Option(help="deep (default) or naive.")] = None,
-    max_iter: Annotated[int | None, typer.Option("--max-iter", min=1, help="Search iterations.")] = None,
+    max_iter: Annotated[
+        int | None, typer.Option("--max-iter", min=1, help="Search iterations.")
+    ] = None,
     top_k: Annotated[int | None, typer.Option("--top-k", min=1, help="Chunks per query.")] = None,
     rerank: Annotated[str | None, typer.Option(help="llm, llm-batch or none.")] = None,
     web: Annotated[
@@ -240,6 +247,60 @@ def collections_drop(
     except DeepSearcherError as exc:
         raise fail(exc) from None
     typer.echo(f"dropped {name}")
+
+
+# ---------------------------------------------------------------------------------------------
+# serve
+# ---------------------------------------------------------------------------------------------
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Bind address (default server.host).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (default server.port).")] = None,
+    insecure: Annotated[
+        bool,
+        typer.Option("--insecure", help="Allow a non-loopback bind without DEEPSEARCHER_API_KEYS."),
+    ] = False,
+    config: ConfigOpt = None,
+    verbose: VerboseOpt = 0,
+) -> None:
+    """Serve an OpenAI-compatible chat API (and /v1/query, /v1/load) over the collections."""
+    _setup_logging(verbose)
+    from deepsearcher.server import run_server
+
+    try:
+        run_server(
+            make_settings(config),
+            host=host,
+            port=port,
+            insecure=insecure,
+            log_level="debug" if verbose > 1 else "info",
+        )
+    except DeepSearcherError as exc:
+        raise fail(exc) from None
+
+
+@app.command("config")
+def show_config(config: ConfigOpt = None) -> None:
+    """Print the effective settings (file < env < defaults) as commented YAML. No secrets:
+    settings only name the environment variables that hold them."""
+    from deepsearcher.config import render_config_yaml
+
+    try:
+        typer.echo(render_config_yaml(make_settings(config)))
+    except DeepSearcherError as exc:
+        raise fail(exc) from None
+
+
+def _register_eval() -> None:
+    # Imported here: cli_eval builds on this module's helpers (fail, make_settings, options).
+    from deepsearcher.cli_eval import eval_command
+
+    app.command("eval")(eval_command)
+
+
+_register_eval()
 
 
 def main() -> None:

@@ -87,7 +87,16 @@ class LoadProgressView:
 
 def print_load_summary(console: Console, report: LoadReport) -> None:
     table = Table(title=f"collection {report.collection}", show_header=True)
-    for col in ("new", "changed", "unchanged", "failed", "chunks +", "chunks -", "total", "seconds"):
+    for col in (
+        "new",
+        "changed",
+        "unchanged",
+        "failed",
+        "chunks +",
+        "chunks -",
+        "total",
+        "seconds",
+    ):
         table.add_column(col, justify="right")
     table.add_row(
         str(report.files_new),
@@ -135,7 +144,10 @@ class QueryView:
             for q in event.queries:
                 self.err.print(f"   • {q}", highlight=False)
         elif t == "search":
-            self.err.print(f"   [dim]search[/] {event.query!r}: {event.hits} hits, {event.new} new", highlight=False)
+            self.err.print(
+                f"   [dim]search[/] {event.query!r}: {event.hits} hits, {event.new} new",
+                highlight=False,
+            )
         elif t == "verdict":
             if event.kept:
                 self.kept += 1
@@ -148,7 +160,10 @@ class QueryView:
                 self.err.print(f"   {mark} {event.source}", highlight=False)
         elif t == "reflection":
             if event.gap_queries:
-                self.err.print(f"[bold cyan]▸ gaps found[/] → {len(event.gap_queries)} new queries", highlight=False)
+                self.err.print(
+                    f"[bold cyan]▸ gaps found[/] → {len(event.gap_queries)} new queries",
+                    highlight=False,
+                )
             else:
                 self.err.print("[bold cyan]▸ reflection[/]: evidence complete", highlight=False)
         elif t == "note":
@@ -156,7 +171,9 @@ class QueryView:
         elif t == "answer_delta":
             if not self._answer_started:
                 self._stop_status()
-                self.err.print(f"[dim]kept {self.kept}, dropped {self.dropped}[/]\n", highlight=False)
+                self.err.print(
+                    f"[dim]kept {self.kept}, dropped {self.dropped}[/]\n", highlight=False
+                )
                 self._answer_started = True
             self.out.print(event.text, end="", highlight=False, markup=False, soft_wrap=True)
 

@@ -55,7 +55,13 @@ class LoadingSettings(_Section):
     exclude: list[str] = Field(default_factory=list, description="Globs to exclude.")
     max_file_mb: float = Field(50.0, gt=0, description="Files larger than this are skipped.")
     json_text_key: str = Field("text", description="Key holding the text in json/jsonl records.")
-    parse_workers: int = Field(2, ge=1, le=64, description="Files parsed concurrently.")
+    parse_workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Files parsed concurrently (threads). Parsing overlaps embedding either way; "
+        "more threads only help when parsing waits on I/O (PDFium and unstructured hold the GIL).",
+    )
 
 
 class VectorStoreSettings(_Section):
@@ -133,7 +139,9 @@ class Settings(BaseModel):
     query: QuerySettings = Field(default_factory=QuerySettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     web_search: WebSearchSettings = Field(default_factory=WebSearchSettings)
-    config_path: str | None = Field(None, exclude=True, description="Where file settings came from.")
+    config_path: str | None = Field(
+        None, exclude=True, description="Where file settings came from."
+    )
 
     def llm_configured(self) -> bool:
         """An LLM is usable when a key is set or a base_url (a local server needs no key)."""
@@ -243,7 +251,9 @@ def _drop_none(d: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _config_error(exc: ValidationError, cfg_path: Path | None, origin: dict[str, str]) -> ConfigError:
+def _config_error(
+    exc: ValidationError, cfg_path: Path | None, origin: dict[str, str]
+) -> ConfigError:
     err = exc.errors()[0]
     key = ".".join(str(p) for p in err["loc"])
     where = origin.get(key) or (str(cfg_path) if cfg_path else "settings")

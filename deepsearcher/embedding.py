@@ -92,9 +92,10 @@ class SentenceTransformerEmbedder:
         # shared Rust object, so counting tokens in parser threads while the model encodes
         # corrupts batches. Each counting thread gets its own copy.
         self._local = threading.local()
-        dim_fn: Callable[[], int | None] = getattr(
-            self._model, "get_embedding_dimension", None
-        ) or self._model.get_sentence_embedding_dimension
+        dim_fn: Callable[[], int | None] = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
         self._dimension = int(dim_fn() or 0)
 
     @property
@@ -174,7 +175,10 @@ class OpenAIEmbedder:
         bs = self._settings.batch_size
         try:
             for i in range(0, len(texts), bs):
-                kwargs: dict[str, Any] = {"model": self._settings.model, "input": list(texts[i : i + bs])}
+                kwargs: dict[str, Any] = {
+                    "model": self._settings.model,
+                    "input": list(texts[i : i + bs]),
+                }
                 if self._settings.dimensions:
                     kwargs["dimensions"] = self._settings.dimensions
                 resp = self._client.embeddings.create(**kwargs)

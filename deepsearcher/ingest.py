@@ -124,7 +124,9 @@ class Ingestor:
         records: dict[str, FileRecord] = {}
         if existing_meta is not None and not rebuild:
             # Checked up front so even a load with nothing new refuses a mismatched collection.
-            check_compatible(collection, existing_meta, collection_meta(self.settings, existing_meta.dimension))
+            check_compatible(
+                collection, existing_meta, collection_meta(self.settings, existing_meta.dimension)
+            )
             records = await asyncio.to_thread(self.store.file_records, collection)
 
         jobs: list[_FileJob] = []
@@ -181,7 +183,9 @@ class Ingestor:
         parse_sem = asyncio.Semaphore(workers)
         # Bounded queues give back-pressure: parsing runs ahead of the encoder by a few files,
         # never by the whole corpus (memory stays flat on large loads).
-        chunk_q: asyncio.Queue[tuple[_FileJob, list[Chunk]] | None] = asyncio.Queue(maxsize=workers * 4)
+        chunk_q: asyncio.Queue[tuple[_FileJob, list[Chunk]] | None] = asyncio.Queue(
+            maxsize=workers * 4
+        )
         insert_q: asyncio.Queue[tuple[list[Chunk], np.ndarray] | None] = asyncio.Queue(maxsize=2)
         by_source = {j.source: j for j in jobs}
 
@@ -197,7 +201,9 @@ class Ingestor:
                     self._fail(report, job.source, exc.message)
                     return
                 except Exception as exc:  # any parser bug is one file's failure, not the load's
-                    self._fail(report, job.source, f"could not parse: {type(exc).__name__}: {exc}"[:300])
+                    self._fail(
+                        report, job.source, f"could not parse: {type(exc).__name__}: {exc}"[:300]
+                    )
                     return
                 if not chunks:
                     self._fail(report, job.source, "no text found")
@@ -271,11 +277,15 @@ class Ingestor:
         report.chunks_removed += removed
         self._emit("file_done", path=job.source, count=job.chunks)
 
-    async def _prune(self, collection: str, records: dict[str, FileRecord], report: LoadReport) -> None:
+    async def _prune(
+        self, collection: str, records: dict[str, FileRecord], report: LoadReport
+    ) -> None:
         gone = await asyncio.to_thread(lambda: [s for s in records if not Path(s).exists()])
         for source in gone:
             rec = records[source]
-            removed = await asyncio.to_thread(self.store.delete_stale_chunks, collection, rec.doc_id, None)
+            removed = await asyncio.to_thread(
+                self.store.delete_stale_chunks, collection, rec.doc_id, None
+            )
             await asyncio.to_thread(self.store.delete_file_record, collection, source)
             report.chunks_removed += removed
             self._emit("pruned", path=source, count=removed)

@@ -59,7 +59,9 @@ class DeepSearcher:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_config(cls, path: str | os.PathLike[str] | None = None, **overrides: Any) -> DeepSearcher:
+    def from_config(
+        cls, path: str | os.PathLike[str] | None = None, **overrides: Any
+    ) -> DeepSearcher:
         """Build from ``config.yaml`` (or ``path``), the environment, and nested overrides such as
         ``llm={"model": "gpt-4o"}``."""
         return cls(load_settings(path, overrides=overrides))
@@ -132,7 +134,9 @@ class DeepSearcher:
             paths, name, description=description, force=force, prune=prune, rebuild=rebuild
         )
 
-    def load(self, paths: Sequence[str | Path] | str | Path, collection: str | None = None, **kw: Any) -> LoadReport:
+    def load(
+        self, paths: Sequence[str | Path] | str | Path, collection: str | None = None, **kw: Any
+    ) -> LoadReport:
         return run_sync(self.aload(paths, collection, **kw), "load")
 
     def collections(self) -> list[CollectionInfo]:

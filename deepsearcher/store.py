@@ -85,7 +85,9 @@ class VectorStore(Protocol):
 
     def list_collections(self) -> list[CollectionInfo]: ...
     def get_meta(self, name: str) -> CollectionMeta | None: ...
-    def ensure_collection(self, name: str, meta: CollectionMeta, *, rebuild: bool = False) -> None: ...
+    def ensure_collection(
+        self, name: str, meta: CollectionMeta, *, rebuild: bool = False
+    ) -> None: ...
     def set_description(self, name: str, description: str) -> None: ...
     def drop_collection(self, name: str) -> None: ...
     def count(self, name: str) -> int: ...
@@ -281,7 +283,9 @@ class MilvusStore:
         schema.add_field("_unused", DataType.FLOAT_VECTOR, dim=2)
         index = client.prepare_index_params()
         index.add_index(field_name="_unused", index_type="FLAT", metric_type="L2")
-        self._call(client.create_collection, name + MANIFEST_SUFFIX, schema=schema, index_params=index)
+        self._call(
+            client.create_collection, name + MANIFEST_SUFFIX, schema=schema, index_params=index
+        )
 
     def set_description(self, name: str, description: str) -> None:
         meta = self.get_meta(name)
@@ -354,13 +358,21 @@ class MilvusStore:
         fields = ["source", "doc_id", "content_hash", "chunks", "extra"]
         for row in self._iterate(manifest, fields):
             out[row["source"]] = FileRecord(
-                row["source"], row["doc_id"], row["content_hash"], int(row["chunks"]), row.get("extra") or {}
+                row["source"],
+                row["doc_id"],
+                row["content_hash"],
+                int(row["chunks"]),
+                row.get("extra") or {},
             )
         return out
 
     def _iterate(self, name: str, fields: list[str]) -> Iterable[dict[str, Any]]:
         it = self._call(
-            self._client.query_iterator, name, batch_size=_QUERY_BATCH, filter="", output_fields=fields
+            self._client.query_iterator,
+            name,
+            batch_size=_QUERY_BATCH,
+            filter="",
+            output_fields=fields,
         )
         try:
             while True:
@@ -477,11 +489,36 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {msg}"[:300]
 
 
+def lock_holders(db_dir: str | Path) -> list[str]:
+    """Processes holding the Milvus Lite LOCK file open, as "pid (command)". Linux /proc only;
+    elsewhere, or without permission, an empty list."""
+    lock = Path(db_dir) / "LOCK"
+    proc = Path("/proc")
+    holders: list[str] = []
+    if not lock.exists() or not proc.is_dir():
+        return holders
+    target = str(lock.resolve())
+    for pid_dir in proc.iterdir():
+        if not pid_dir.name.isdigit() or int(pid_dir.name) == os.getpid():
+            continue
+        try:
+            if any(os.readlink(fd) == target for fd in (pid_dir / "fd").iterdir()):
+                cmd = (pid_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                holders.append(f"{pid_dir.name} ({cmd.strip()[:120]})")
+        except OSError:
+            continue
+    return holders
+
+
 def _open_error(exc: Exception, uri: str, remote: bool) -> StoreError:
-    text = str(exc)
-    if not remote and ("Open local milvus failed" in text or "DataDirLocked" in text or "lock" in text.lower()):
+    text = f"{exc} {exc.__cause__ or ''}"
+    if not remote and (
+        "Open local milvus failed" in text or "DataDirLocked" in text or "lock" in text.lower()
+    ):
+        holders = lock_holders(uri)
+        who = f" (held by process {', '.join(holders)})" if holders else ""
         return StoreLockedError(
-            f"the Milvus Lite database {uri} is in use by another process",
+            f"the Milvus Lite database {uri} is in use by another process{who}",
             "Milvus Lite allows one process per database: stop the other process (often "
             "`deepsearcher serve`), load through the server's POST /v1/load, or use a Milvus "
             "server URI (see README: milvus-lite server)",
@@ -491,7 +528,9 @@ def _open_error(exc: Exception, uri: str, remote: bool) -> StoreError:
             f"could not connect to Milvus at {uri}: {_short(exc)}",
             "check that the server is running and vector_store.uri / the token are right",
         )
-    return StoreError(f"could not open Milvus Lite at {uri}: {_short(exc)}", "check the path is writable")
+    return StoreError(
+        f"could not open Milvus Lite at {uri}: {_short(exc)}", "check the path is writable"
+    )
 
 
 STORES: dict[str, Callable[[VectorStoreSettings], VectorStore]] = {"milvus": MilvusStore}
@@ -503,5 +542,6 @@ def build_store(settings: VectorStoreSettings) -> VectorStore:
         return STORES[settings.provider](settings)
     except KeyError:
         raise StoreError(
-            f"unknown vector store provider '{settings.provider}'", f"use one of: {', '.join(STORES)}"
+            f"unknown vector store provider '{settings.provider}'",
+            f"use one of: {', '.join(STORES)}",
         ) from None

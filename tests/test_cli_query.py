@@ -12,18 +12,35 @@ from deepsearcher.cli import app
 from tests.llm_server import ScriptedLLMServer
 from tests.test_deep_search import _write_docs
 
-SCHEMA = {"question", "answer", "mode", "sources", "sub_queries", "iterations", "usage", "chunks", "seconds"}
+SCHEMA = {
+    "question",
+    "answer",
+    "mode",
+    "sources",
+    "sub_queries",
+    "iterations",
+    "usage",
+    "chunks",
+    "seconds",
+}
 
 
 def _load(tmp_path: Path, env: dict[str, str]) -> None:
-    res = CliRunner().invoke(app, ["load", str(_write_docs(tmp_path / "docs")), "--collection", "docs"], env=env)
+    res = CliRunner().invoke(
+        app, ["load", str(_write_docs(tmp_path / "docs")), "--collection", "docs"], env=env
+    )
     assert res.exit_code == 0, res.output
 
 
 def test_query_json_schema_and_citations(tmp_path: Path, llm_server: ScriptedLLMServer) -> None:
-    env = {"DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "q.db"), "DEEPSEARCHER_LLM__BASE_URL": llm_server.base_url}
+    env = {
+        "DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "q.db"),
+        "DEEPSEARCHER_LLM__BASE_URL": llm_server.base_url,
+    }
     _load(tmp_path, env)
-    res = CliRunner().invoke(app, ["query", "Who is the office manager in Austin?", "--json", "--max-iter", "2"], env=env)
+    res = CliRunner().invoke(
+        app, ["query", "Who is the office manager in Austin?", "--json", "--max-iter", "2"], env=env
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)  # stdout holds exactly one JSON object
     assert set(out) >= SCHEMA
@@ -40,13 +57,20 @@ def test_query_json_schema_and_citations(tmp_path: Path, llm_server: ScriptedLLM
 
 
 def test_query_live_view_and_naive_agent(tmp_path: Path, llm_server: ScriptedLLMServer) -> None:
-    env = {"DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "q.db"), "DEEPSEARCHER_LLM__BASE_URL": llm_server.base_url}
+    env = {
+        "DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "q.db"),
+        "DEEPSEARCHER_LLM__BASE_URL": llm_server.base_url,
+    }
     _load(tmp_path, env)
     res = CliRunner().invoke(app, ["query", "How long does the NR-7 battery last?"], env=env)
     assert res.exit_code == 0, res.output
     assert "sub-queries" in res.stderr and "search" in res.stderr
     assert "Sources" in res.stdout and "[1]" in res.stdout
-    res = CliRunner().invoke(app, ["query", "How long does the NR-7 battery last?", "--agent", "naive", "--json"], env=env)
+    res = CliRunner().invoke(
+        app,
+        ["query", "How long does the NR-7 battery last?", "--agent", "naive", "--json"],
+        env=env,
+    )
     assert json.loads(res.stdout)["mode"] == "naive"
 
 
@@ -57,12 +81,17 @@ def test_query_without_llm_prints_passages_and_note(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "no LLM configured" in res.stderr
     assert "Rafael Ortega" in res.stdout and "Traceback" not in res.output
-    out = json.loads(CliRunner().invoke(app, ["query", "Austin office manager", "--json"], env=env).stdout)
+    out = json.loads(
+        CliRunner().invoke(app, ["query", "Austin office manager", "--json"], env=env).stdout
+    )
     assert out["mode"] == "retrieval-only" and out["sources"]
 
 
 def test_query_empty_store_is_a_clear_error(tmp_path: Path, llm_server: ScriptedLLMServer) -> None:
-    env = {"DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "empty.db"), "DEEPSEARCHER_LLM__BASE_URL": llm_server.base_url}
+    env = {
+        "DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "empty.db"),
+        "DEEPSEARCHER_LLM__BASE_URL": llm_server.base_url,
+    }
     res = CliRunner().invoke(app, ["query", "anything?"], env=env)
     assert res.exit_code == 1
     assert res.stderr.startswith("error: ") and "deepsearcher load" in res.stderr

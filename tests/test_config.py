@@ -49,7 +49,9 @@ def test_wrong_type_from_env_names_variable() -> None:
     assert "DEEPSEARCHER_LLM__TIMEOUT_S" in err.value.message
 
 
-def test_config_from_env_var_path_and_missing_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_from_env_var_path_and_missing_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cfg = tmp_path / "x.yaml"
     cfg.write_text("query:\n  max_iter: 4\n")
     monkeypatch.setenv("DEEPSEARCHER_CONFIG", str(cfg))
@@ -69,6 +71,8 @@ def test_invalid_yaml_is_a_config_error(tmp_path: Path) -> None:
 def test_llm_configured_needs_key_or_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert not Settings().llm_configured()
-    assert load_settings(environ={"DEEPSEARCHER_LLM__BASE_URL": "http://127.0.0.1:1/v1"}).llm_configured()
+    assert load_settings(
+        environ={"DEEPSEARCHER_LLM__BASE_URL": "http://127.0.0.1:1/v1"}
+    ).llm_configured()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     assert Settings().llm_configured()

@@ -40,7 +40,12 @@ def test_reload_skips_unchanged_and_replaces_changed(tmp_path: Path, make_search
     docs = _corpus(tmp_path / "docs")
     ds = make_searcher()
     first = ds.load([docs], "c")
-    assert (first.files_new, first.files_changed, first.files_unchanged, first.files_failed) == (6, 0, 0, 0)
+    assert (first.files_new, first.files_changed, first.files_unchanged, first.files_failed) == (
+        6,
+        0,
+        0,
+        0,
+    )
     assert first.chunks_added == first.chunks_total > 6
     ids_before = _chunk_ids(ds, "c")
 
@@ -51,7 +56,9 @@ def test_reload_skips_unchanged_and_replaces_changed(tmp_path: Path, make_search
     # Change one file: its old chunks go, its new chunks come, nothing else moves.
     target = docs / "doc_002.txt"
     old_chunks = [i for i in ids_before]
-    target.write_text("A completely rewritten report about solar panels on the roof.", encoding="utf-8")
+    target.write_text(
+        "A completely rewritten report about solar panels on the roof.", encoding="utf-8"
+    )
     changed = ds.load([docs], "c")
     assert (changed.files_changed, changed.files_unchanged) == (1, 5)
     assert changed.chunks_added == 1 and changed.chunks_removed >= 1
@@ -61,7 +68,9 @@ def test_reload_skips_unchanged_and_replaces_changed(tmp_path: Path, make_search
     assert len(set(_chunk_ids(ds, "c")) - set(old_chunks)) == 1
 
 
-def test_force_reembeds_without_duplicates_and_prune_removes_deleted(tmp_path: Path, make_searcher: Any) -> None:
+def test_force_reembeds_without_duplicates_and_prune_removes_deleted(
+    tmp_path: Path, make_searcher: Any
+) -> None:
     docs = _corpus(tmp_path / "docs", n=3)
     ds = make_searcher()
     first = ds.load([docs], "c")
@@ -89,7 +98,9 @@ def test_bad_files_are_reported_and_the_rest_loads(tmp_path: Path, make_searcher
     assert all(r and "\n" not in r for r in reasons.values())
 
 
-def test_other_embedder_gets_rebuild_hint(tmp_path: Path, make_searcher: Any, settings: Settings) -> None:
+def test_other_embedder_gets_rebuild_hint(
+    tmp_path: Path, make_searcher: Any, settings: Settings
+) -> None:
     docs = _corpus(tmp_path / "docs", n=1)
     make_searcher().load([docs], "c")
     other = settings.model_copy(deep=True)
@@ -112,13 +123,32 @@ def test_description_is_kept_and_updated(tmp_path: Path, make_searcher: Any) -> 
 
 
 @pytest.mark.slow
-def test_killed_load_then_rerun_equals_clean_load(tmp_path: Path, make_searcher: Any, settings: Settings) -> None:
+def test_killed_load_then_rerun_equals_clean_load(
+    tmp_path: Path, make_searcher: Any, settings: Settings
+) -> None:
     docs = _corpus(tmp_path / "docs", n=60, paragraphs=4)
     db = tmp_path / "killed.db"
-    env = {**os.environ, "DEEPSEARCHER_VECTOR_STORE__URI": str(db), "DEEPSEARCHER_LOADING__PARSE_WORKERS": "1"}
+    env = {
+        **os.environ,
+        "DEEPSEARCHER_VECTOR_STORE__URI": str(db),
+        "DEEPSEARCHER_LOADING__PARSE_WORKERS": "1",
+    }
     proc = subprocess.Popen(
-        [sys.executable, "-c", "from deepsearcher.cli import main; main()", "load", str(docs), "--collection", "c", "-v"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=tmp_path, text=True,
+        [
+            sys.executable,
+            "-c",
+            "from deepsearcher.cli import main; main()",
+            "load",
+            str(docs),
+            "--collection",
+            "c",
+            "-v",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=tmp_path,
+        text=True,
     )
     assert proc.stdout is not None
     loaded_lines = 0
@@ -139,7 +169,9 @@ def test_killed_load_then_rerun_equals_clean_load(tmp_path: Path, make_searcher:
     partial = ds.store.file_records("c")
     assert 5 <= len(partial) < 60  # really killed mid-run
     rerun = ds.load([docs], "c")
-    assert rerun.files_unchanged == len(partial) and rerun.files_new + rerun.files_changed == 60 - len(partial)
+    assert rerun.files_unchanged == len(
+        partial
+    ) and rerun.files_new + rerun.files_changed == 60 - len(partial)
 
     clean = make_searcher()
     clean_report = clean.load([docs], "c")
@@ -152,7 +184,11 @@ def test_cli_load_json_and_collections(tmp_path: Path) -> None:
     (docs / "empty.md").write_text("")
     runner = CliRunner()
     env = {"DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "cli.db")}
-    res = runner.invoke(app, ["load", str(docs), "--collection", "notes", "--description", "ops notes", "--json"], env=env)
+    res = runner.invoke(
+        app,
+        ["load", str(docs), "--collection", "notes", "--description", "ops notes", "--json"],
+        env=env,
+    )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
     assert set(out) == {"collection", "files", "chunks", "failures", "seconds"}
@@ -165,8 +201,15 @@ def test_cli_load_json_and_collections(tmp_path: Path) -> None:
 
     res = runner.invoke(app, ["collections", "--json"], env=env)
     listed = json.loads(res.stdout)
-    assert listed == [{"name": "notes", "chunks": out["chunks"]["total"], "files": 2,
-                       "embedding_model": "all-MiniLM-L6-v2", "description": "ops notes"}]
+    assert listed == [
+        {
+            "name": "notes",
+            "chunks": out["chunks"]["total"],
+            "files": 2,
+            "embedding_model": "all-MiniLM-L6-v2",
+            "description": "ops notes",
+        }
+    ]
 
     res = runner.invoke(app, ["collections", "drop", "notes"], env=env, input="n\n")
     assert res.exit_code == 1
@@ -181,7 +224,11 @@ def test_cli_errors_are_one_line_with_hint(tmp_path: Path) -> None:
     env = {"DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "cli.db")}
     res = runner.invoke(app, ["load", str(tmp_path / "nope")], env=env)
     assert res.exit_code == 1
-    assert res.stderr.startswith("error: ") and "hint: " in res.stderr and "Traceback" not in res.output
+    assert (
+        res.stderr.startswith("error: ")
+        and "hint: " in res.stderr
+        and "Traceback" not in res.output
+    )
     bad = tmp_path / "bad.yaml"
     bad.write_text("llm:\n  tempreature: 1\n")
     res = runner.invoke(app, ["load", str(tmp_path), "--config", str(bad)], env=env)
@@ -191,3 +238,21 @@ def test_cli_errors_are_one_line_with_hint(tmp_path: Path) -> None:
     (only_bad / "a.txt").write_bytes(b"")
     res = runner.invoke(app, ["load", str(only_bad)], env=env)
     assert res.exit_code == 1 and "nothing could be loaded" in res.stderr
+
+
+@pytest.mark.slow
+def test_locked_database_names_the_holder(tmp_path: Path) -> None:
+    db = tmp_path / "locked.db"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"from pymilvus import MilvusClient; import time; MilvusClient({str(db)!r}); print('ready', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        res = CliRunner().invoke(app, ["load", str(_corpus(tmp_path / "docs", n=1))], env={"DEEPSEARCHER_VECTOR_STORE__URI": str(db)})
+        assert res.exit_code == 1
+        assert "in use by another process" in res.stderr and str(holder.pid) in res.stderr
+        assert "/v1/load" in res.stderr  # the hint says how to load through the server instead
+    finally:
+        holder.kill()
+        holder.wait()

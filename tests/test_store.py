@@ -17,11 +17,21 @@ from deepsearcher.store import CollectionMeta, FileRecord, MilvusStore
 from deepsearcher.types import Chunk
 
 
-def _chunks(embedder, texts: list[str], doc_id: str = "d1", content_hash: str = "h1") -> tuple[list[Chunk], np.ndarray]:
+def _chunks(
+    embedder, texts: list[str], doc_id: str = "d1", content_hash: str = "h1"
+) -> tuple[list[Chunk], np.ndarray]:
     chunks = [
         Chunk(
-            id=f"{doc_id}-{content_hash}-{i}", doc_id=doc_id, source=f"/docs/{doc_id}.txt", content_hash=content_hash,
-            index=i, text=t, start=i * 100, end=i * 100 + len(t), pages=[i + 1], heading="H",
+            id=f"{doc_id}-{content_hash}-{i}",
+            doc_id=doc_id,
+            source=f"/docs/{doc_id}.txt",
+            content_hash=content_hash,
+            index=i,
+            text=t,
+            start=i * 100,
+            end=i * 100 + len(t),
+            pages=[i + 1],
+            heading="H",
         )
         for i, t in enumerate(texts)
     ]
@@ -46,7 +56,13 @@ def _exercise(store: MilvusStore, embedder) -> None:
     hits = store.search("docs", embedder.embed(["How heavy a load can the NR-7 lift?"]), 2)[0]
     assert hits[0].text == TEXTS[0] and hits[0].page == 1 and hits[0].start == 0
     assert hits[0].collection == "docs" and hits[0].score > hits[1].score
-    hybrid = store.search("docs", embedder.embed(["Lyon office headcount"]), 2, texts=["Lyon office headcount"], hybrid=True)[0]
+    hybrid = store.search(
+        "docs",
+        embedder.embed(["Lyon office headcount"]),
+        2,
+        texts=["Lyon office headcount"],
+        hybrid=True,
+    )[0]
     assert hybrid[0].text == TEXTS[2]
     store.put_file_record("docs", FileRecord("/docs/d1.txt", "d1", "h1", 3))
     assert store.file_records("docs")["/docs/d1.txt"].content_hash == "h1"
@@ -61,7 +77,9 @@ def test_lite_store_roundtrip_and_replacement(tmp_path: Path, embedder) -> None:
     try:
         _exercise(store, embedder)
         # A new version of the document: new rows in, then the stale ones out.
-        new_chunks, vecs = _chunks(embedder, ["The NR-7 payload is now fifteen kilograms."], content_hash="h2")
+        new_chunks, vecs = _chunks(
+            embedder, ["The NR-7 payload is now fifteen kilograms."], content_hash="h2"
+        )
         store.upsert_chunks("docs", new_chunks, vecs)
         assert store.delete_stale_chunks("docs", "d1", keep_hash="h2") == 3
         assert store.count("docs") == 1
@@ -108,8 +126,19 @@ def milvus_server(tmp_path: Path) -> Iterator[str]:
     port = _free_port()
     exe = Path(sys.executable).with_name("milvus-lite")
     proc = subprocess.Popen(
-        [str(exe), "server", "--data-dir", str(tmp_path / "srv"), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ},
+        [
+            str(exe),
+            "server",
+            "--data-dir",
+            str(tmp_path / "srv"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ},
     )
     try:
         deadline = time.time() + 60

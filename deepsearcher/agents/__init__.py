@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from deepsearcher.errors import ConfigError
 from deepsearcher.types import Event
@@ -13,9 +13,13 @@ if TYPE_CHECKING:
 
 
 class Agent(Protocol):
+    """``run(question, **options)`` yields events; the last is a DoneEvent with the Answer.
+    Typed loosely because each agent takes its own keyword options."""
+
     name: str
 
-    def run(self, question: str, **options: Any) -> AsyncIterator[Event]: ...
+    @property
+    def run(self) -> Callable[..., AsyncIterator[Event]]: ...
 
 
 def _deep(searcher: DeepSearcher) -> Agent:

@@ -52,7 +52,9 @@ class RunContext:
     in_flight: int = 0  # calls started but not yet counted in usage (concurrent verdicts)
 
     @classmethod
-    def create(cls, settings: Settings, llm: ChatModel | None, timeout_s: float | None = None) -> RunContext:
+    def create(
+        cls, settings: Settings, llm: ChatModel | None, timeout_s: float | None = None
+    ) -> RunContext:
         q = settings.query
         return cls(
             settings=settings,
@@ -79,7 +81,9 @@ class RunContext:
         logger.info("%s", message)
         return NoteEvent(message=message)
 
-    async def ask(self, messages: list[Message], parse: Callable[[str], T], *, budgeted: bool = True) -> T:
+    async def ask(
+        self, messages: list[Message], parse: Callable[[str], T], *, budgeted: bool = True
+    ) -> T:
         """One parsed LLM call (retried once on unusable output)."""
         assert self.llm is not None
         if budgeted:
@@ -137,7 +141,8 @@ class Retriever:
             return names, events
         # One routing call per question (not per sub-query): cheap, and stable across the loop.
         listing = "\n".join(
-            f"- {i.name}: {(i.meta.description if i.meta else '') or '(no description)'}" for i in infos
+            f"- {i.name}: {(i.meta.description if i.meta else '') or '(no description)'}"
+            for i in infos
         )
         try:
             picked = await ctx.ask(
@@ -154,7 +159,9 @@ class Retriever:
         events.append(ctx.note(f"searching collections: {', '.join(chosen)}"))
         return chosen, events
 
-    async def search(self, queries: Sequence[str], collections: Sequence[str], top_k: int) -> list[list[Hit]]:
+    async def search(
+        self, queries: Sequence[str], collections: Sequence[str], top_k: int
+    ) -> list[list[Hit]]:
         """Top hits per query, merged across collections by score."""
         if not queries:
             return []
@@ -164,7 +171,9 @@ class Retriever:
         hybrid = self.settings.vector_store.hybrid
         per_collection = await asyncio.gather(
             *(
-                asyncio.to_thread(store.search, name, vectors, top_k, texts=list(queries), hybrid=hybrid)
+                asyncio.to_thread(
+                    store.search, name, vectors, top_k, texts=list(queries), hybrid=hybrid
+                )
                 for name in collections
             )
         )
@@ -244,7 +253,9 @@ async def write_answer(
     )
     parts: list[str] = []
     try:
-        async for piece in ctx.llm.stream(messages_for(prompt), max_tokens=ctx.settings.llm.max_tokens):
+        async for piece in ctx.llm.stream(
+            messages_for(prompt), max_tokens=ctx.settings.llm.max_tokens
+        ):
             if piece.text:
                 parts.append(piece.text)
                 yield AnswerDeltaEvent(text=piece.text)
@@ -254,7 +265,9 @@ async def write_answer(
         # Visible degradation: say the LLM failed and hand over the evidence found so far.
         yield ctx.note(f"answer step failed: {exc.message}")
         evidence = list(passages) or list(fallback)[:5]
-        answer.answer = fallback_answer(evidence, reason=f"the LLM failed while answering ({exc.message})")
+        answer.answer = fallback_answer(
+            evidence, reason=f"the LLM failed while answering ({exc.message})"
+        )
         answer.sources = [hit_to_source(i, h) for i, h in enumerate(evidence, start=1)]
         return
     from deepsearcher.agents.parsing import clean_output

@@ -96,7 +96,9 @@ class DeepSearchAgent:
         seen_queries: set[str] = set()
         try:
             subs = await ctx.ask(
-                messages_for(prompts.DECOMPOSE.format(max_queries=q.max_sub_queries, question=question)),
+                messages_for(
+                    prompts.DECOMPOSE.format(max_queries=q.max_sub_queries, question=question)
+                ),
                 partial(parse_str_list, max_items=q.max_sub_queries),
             )
         except (LLMError, BudgetExceeded) as exc:
@@ -204,9 +206,13 @@ class DeepSearchAgent:
         if rerank == "llm-batch":
             size = self.settings.query.rerank_batch_size
             groups = [hits[i : i + size] for i in range(0, len(hits), size)]
-            tasks = [asyncio.ensure_future(self._judge_batch(ctx, question, queries, g)) for g in groups]
+            tasks = [
+                asyncio.ensure_future(self._judge_batch(ctx, question, queries, g)) for g in groups
+            ]
         else:
-            tasks = [asyncio.ensure_future(self._judge_one(ctx, question, queries, h)) for h in hits]
+            tasks = [
+                asyncio.ensure_future(self._judge_one(ctx, question, queries, h)) for h in hits
+            ]
         failures: list[str] = []
         try:
             for next_done in asyncio.as_completed(tasks, timeout=max(ctx.remaining_s(), 0.001)):
@@ -229,7 +235,9 @@ class DeepSearchAgent:
         other = [p for p in failures if not p.startswith("budget:")]
         if budget:
             ctx.cut_short = ctx.cut_short or budget[0].removeprefix("budget: ")
-            yield ctx.note(f"search cut short: {ctx.cut_short} ({len(budget)} chunk(s) left unjudged)")
+            yield ctx.note(
+                f"search cut short: {ctx.cut_short} ({len(budget)} chunk(s) left unjudged)"
+            )
         if other:
             yield ctx.note(f"{len(other)} chunk(s) dropped: verdict failed ({other[0]})")
 
@@ -253,14 +261,18 @@ class DeepSearchAgent:
         self, ctx: RunContext, question: str, queries: list[str], hits: list[Hit]
     ) -> list[tuple[Hit, bool | None, str | None]]:
         docs = "\n\n".join(
-            prompts.JUDGE_BATCH_ITEM.format(n=i, source=_source_label(h), text=escape_document(h.text))
+            prompts.JUDGE_BATCH_ITEM.format(
+                n=i, source=_source_label(h), text=escape_document(h.text)
+            )
             for i, h in enumerate(hits, start=1)
         )
         prompt = prompts.JUDGE_BATCH.format(
             question=question, queries=queries, documents=docs, count=len(hits)
         )
         try:
-            verdicts = await ctx.ask(messages_for(prompt), partial(parse_yes_no_list, count=len(hits)))
+            verdicts = await ctx.ask(
+                messages_for(prompt), partial(parse_yes_no_list, count=len(hits))
+            )
         except BudgetExceeded as exc:
             return [(h, None, f"budget: {exc.message}") for h in hits]
         except LLMError as exc:

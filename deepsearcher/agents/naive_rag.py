@@ -86,6 +86,3 @@ class NaiveRAGAgent:
         answer.notes = ctx.notes
         answer.seconds = ctx.elapsed()
         yield DoneEvent(answer=answer)
-
-
-

@@ -1,0 +1,457 @@
+"""HTTP API: OpenAI-compatible chat (any chatbot UI or the ``openai`` client can talk to it) plus
+a small REST surface for queries, loads and health.
+
+``create_app`` builds the FastAPI app around a ``DeepSearcher``; ``run_server`` serves it with
+uvicorn. The server process owns the Milvus Lite database, so loads run here too. Wire formats
+live in ``server_openai``; keys, body limit and the search bound in ``server_guard``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.types import Receive, Scope, Send
+
+from deepsearcher import errors
+from deepsearcher.config import Settings
+from deepsearcher.searcher import DeepSearcher
+from deepsearcher.server_guard import (
+    API_KEYS_ENV,
+    APIKeyMiddleware,
+    BodyLimitMiddleware,
+    SearchSlot,
+    SearchSlots,
+    check_bind,
+    parse_api_keys,
+)
+from deepsearcher.server_load import HTTPLoads, default_upload_dir
+from deepsearcher.server_openai import (
+    DEFAULT_MODEL,
+    ChatMessage,
+    ChatRequest,
+    ChunkWriter,
+    LoadRequest,
+    QueryRequest,
+    RequestError,
+    answer_details,
+    chat_completion,
+    error_response,
+    parse_body,
+    rewrite_question,
+    sources_markdown,
+    sse,
+)
+from deepsearcher.store import validate_collection_name
+from deepsearcher.types import (
+    Answer,
+    AnswerDeltaEvent,
+    DoneEvent,
+    Event,
+    NoteEvent,
+    Usage,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def _timeout_error(seconds: float) -> RequestError:
+    return RequestError(
+        504,
+        f"the search did not finish within {seconds:g}s",
+        type_="server_error",
+        code="timeout",
+        hint="raise server.request_timeout_s, or ask with a smaller max_iter/top_k",
+    )
+
+
+class _EventPump:
+    """Runs a search in its own task and hands its events over a queue, so the stream can wait
+    with a deadline and be cancelled without running the generator across tasks."""
+
+    _END = object()
+
+    def __init__(self, events: AsyncIterator[Event]) -> None:
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._task = asyncio.create_task(self._run(events))
+
+    async def _run(self, events: AsyncIterator[Event]) -> None:
+        try:
+            async for event in events:
+                self._queue.put_nowait(event)
+        except Exception as exc:  # handed to the consumer, which maps it to an error frame
+            self._queue.put_nowait(exc)
+        else:
+            self._queue.put_nowait(self._END)
+
+    async def next(self, deadline: float, timeout_s: float) -> Event | None:
+        remaining = deadline - asyncio.get_running_loop().time()
+        try:
+            item = await asyncio.wait_for(self._queue.get(), max(remaining, 0.001))
+        except TimeoutError:
+            raise _timeout_error(timeout_s) from None
+        if item is self._END:
+            return None
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def close(self) -> None:
+        self._task.cancel()
+
+
+class _EventStreamResponse(StreamingResponse):
+    """SSE whose cleanup (search slot, search task) runs however the stream ends."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, content: AsyncIterator[str], on_close: Callable[[], None]) -> None:
+        super().__init__(content, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self._on_close = on_close
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._on_close()
+
+
+class _Service:
+    """The search endpoints' work: the bound on concurrent searches, timeouts, streaming."""
+
+    def __init__(self, searcher: DeepSearcher, settings: Settings) -> None:
+        self.searcher = searcher
+        self.server = settings.server
+        self.slots = SearchSlots(self.server.max_concurrent_searches)
+
+    # -- searching --------------------------------------------------------------------------
+
+    def acquire(self) -> SearchSlot:
+        slot = self.slots.try_acquire()
+        if slot is None:
+            raise RequestError(
+                429,
+                f"server busy: {self.slots.limit} searches already running",
+                type_="rate_limit_error",
+                code="server_busy",
+                hint="retry after a moment, or raise server.max_concurrent_searches",
+                headers={"Retry-After": "1"},
+            )
+        return slot
+
+    async def check_collections(self, names: list[str]) -> None:
+        store = await asyncio.to_thread(lambda: self.searcher.store)
+        for name in names:
+            try:
+                validate_collection_name(name)
+            except errors.StoreError:
+                meta = None  # not a possible collection name: as unknown as a missing one
+            else:
+                meta = await asyncio.to_thread(store.get_meta, name)
+            if meta is None:
+                raise RequestError(
+                    404,
+                    f"collection '{name}' does not exist",
+                    type_="not_found_error",
+                    code="collection_not_found",
+                    hint=f"GET /v1/models lists the collections; model '{DEFAULT_MODEL}' searches all",
+                )
+
+    def search_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        # Stop searching early enough to still write an answer inside the request timeout.
+        soft = self.server.request_timeout_s * 0.8
+        if soft < self.searcher.settings.query.timeout_s:
+            options = {**options, "timeout_s": soft}
+        return options
+
+    async def events(
+        self, question: str, history: list[ChatMessage], options: dict[str, Any]
+    ) -> AsyncIterator[Event]:
+        """The search's events; a follow-up is first rewritten into a standalone question."""
+        usage = Usage()
+        notes: list[str] = []
+        if history:
+            llm = self.searcher.llm
+            note: str | None
+            if llm is None:
+                note = "no LLM configured: the follow-up was searched as asked"
+            else:
+                question, note = await rewrite_question(llm, question, history, usage)
+            if note:
+                notes.append(note)
+            yield NoteEvent(message=note or f"standalone question: {question}")
+        async for event in self.searcher.astream(question, **self.search_options(options)):
+            if isinstance(event, DoneEvent) and event.answer is not None:
+                event.answer.usage.add(usage)
+                event.answer.notes[:0] = notes
+            yield event
+
+    async def answer(
+        self, question: str, history: list[ChatMessage], options: dict[str, Any]
+    ) -> Answer:
+        slot = self.acquire()
+        try:
+            return await asyncio.wait_for(
+                self._collect(question, history, options), self.server.request_timeout_s
+            )
+        except TimeoutError:
+            raise _timeout_error(self.server.request_timeout_s) from None
+        finally:
+            slot.release()
+
+    async def _collect(
+        self, question: str, history: list[ChatMessage], options: dict[str, Any]
+    ) -> Answer:
+        async for event in self.events(question, history, options):
+            if isinstance(event, DoneEvent) and event.answer is not None:
+                return event.answer
+        raise errors.DeepSearcherError("the search ended without an answer")
+
+    async def stream_chat(
+        self, req: ChatRequest, question: str, history: list[ChatMessage], options: dict[str, Any]
+    ) -> Response:
+        slot = self.acquire()
+        timeout = self.server.request_timeout_s
+        deadline = asyncio.get_running_loop().time() + timeout
+        pump = _EventPump(self.events(question, history, options))
+
+        def close() -> None:
+            pump.close()
+            slot.release()
+
+        try:  # failures before the first event still get a real HTTP status
+            first = await pump.next(deadline, timeout)
+        except BaseException:
+            close()
+            raise
+        return _EventStreamResponse(self._chunks(req, first, pump, deadline), close)
+
+    async def _chunks(
+        self, req: ChatRequest, event: Event | None, pump: _EventPump, deadline: float
+    ) -> AsyncIterator[str]:
+        out = ChunkWriter(req.model)
+        yield out.frame({"role": "assistant", "content": ""})
+        told: list[str] = []
+        noted_after_text = False
+        try:
+            while event is not None:
+                if isinstance(event, AnswerDeltaEvent):
+                    told.append(event.text)
+                    yield out.frame({"content": event.text})
+                elif isinstance(event, DoneEvent) and event.answer is not None:
+                    answer = event.answer
+                    text = "".join(told)
+                    tail = sources_markdown(answer.sources)
+                    if not text.strip():  # nothing streamed (no LLM, or a fallback answer)
+                        tail = answer.answer + tail
+                    elif noted_after_text and answer.answer.strip() != text.strip():
+                        # The answer stream broke off and was replaced: send what stands.
+                        tail = "\n\n" + answer.answer + tail
+                    yield out.frame(
+                        {"content": tail},
+                        "stop",
+                        sources=[s.to_dict() for s in answer.sources],
+                        deepsearcher=answer_details(answer),
+                    )
+                    if req.include_usage:
+                        yield out.usage(answer.usage)
+                    yield sse("[DONE]")
+                    return
+                else:
+                    noted_after_text = noted_after_text or (
+                        bool(told) and isinstance(event, NoteEvent)
+                    )
+                    yield out.frame({}, deepsearcher_event=event.to_dict())
+                event = await pump.next(deadline, self.server.request_timeout_s)
+            raise errors.DeepSearcherError("the search ended without an answer")
+        except (RequestError, errors.DeepSearcherError) as exc:
+            # Headers are gone: the OpenAI clients raise on an error object in the stream.
+            body = error_response(exc).body
+            yield sse(bytes(body).decode())
+
+    # -- health -----------------------------------------------------------------------------
+
+    async def readiness(self) -> tuple[int, dict[str, Any]]:
+        body: dict[str, Any] = {"status": "ready"}
+        status = 200
+        try:
+            infos = await asyncio.wait_for(asyncio.to_thread(self.searcher.collections), 10)
+            body["store"] = {"ok": True, "collections": len(infos)}
+        except (errors.DeepSearcherError, TimeoutError) as exc:
+            body["store"] = {"ok": False, "error": str(exc) or "timed out"}
+            body["status"], status = "unavailable", 503
+        body["llm"] = await _probe_llm(self.searcher.settings)
+        if body["llm"].get("reachable") is False and status == 200:
+            body["status"] = "degraded"
+        return status, body
+
+
+async def _probe_llm(settings: Settings) -> dict[str, Any]:
+    """Configured, and reachable by a cheap GET {base_url}/models (never the key in the reply)."""
+    if not settings.llm_configured():
+        return {"configured": False}
+    import httpx
+
+    from deepsearcher.llm import OPENAI_BASE_URL
+
+    base = (settings.llm.base_url or OPENAI_BASE_URL).rstrip("/")
+    key = os.environ.get(settings.llm.api_key_env)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            resp = await client.get(f"{base}/models", headers=headers)
+    except httpx.HTTPError as exc:
+        return {"configured": True, "reachable": False, "error": type(exc).__name__}
+    return {"configured": True, "reachable": resp.status_code < 500, "status": resp.status_code}
+
+
+def create_app(
+    searcher: DeepSearcher,
+    settings: Settings,
+    *,
+    api_keys: list[str] | None = None,
+    upload_dir: Path | None = None,
+) -> FastAPI:
+    """The HTTP app around ``searcher``. ``settings.server`` sets the limits; with ``api_keys``
+    every endpoint but ``/healthz`` needs ``Authorization: Bearer <key>``."""
+    svc = _Service(searcher, settings)
+    loads = HTTPLoads(
+        searcher, settings.server, upload_dir or default_upload_dir(searcher.settings)
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        llm = searcher.llm
+        if llm is not None and hasattr(llm, "aclose"):
+            await llm.aclose()  # the HTTP client belongs to this event loop
+
+    app = FastAPI(title="DeepSearcher", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.service = svc
+    # Known errors are answered by the exception middleware; only bugs reach Exception (500).
+    handled = (
+        RequestError,
+        errors.DeepSearcherError,
+        StarletteHTTPException,
+        RequestValidationError,
+    )
+    for exc_type in (*handled, Exception):
+        app.add_exception_handler(exc_type, lambda _req, exc: error_response(exc))
+
+    # Added innermost first: CORS must see preflights and decorate 401s, so it goes outside.
+    app.add_middleware(
+        BodyLimitMiddleware, max_bytes=int(settings.server.max_request_mb * 1_000_000)
+    )
+    if api_keys:
+        app.add_middleware(APIKeyMiddleware, api_keys=api_keys)
+    if settings.server.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.server.cors_origins,
+            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        req: ChatRequest = parse_body(await request.body(), ChatRequest)
+        question, history = req.question_and_history()
+        options = req.options()
+        if req.model and req.model != DEFAULT_MODEL:
+            await svc.check_collections([req.model])
+            options["collections"] = [req.model]
+        if req.stream:
+            return await svc.stream_chat(req, question, history, options)
+        answer = await svc.answer(question, history, options)
+        return JSONResponse(chat_completion(answer, req.model))
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        infos = await asyncio.to_thread(searcher.collections)
+        data = [_model(DEFAULT_MODEL, "searches every collection")]
+        for info in infos:
+            if info.name != DEFAULT_MODEL:
+                description = info.meta.description if info.meta else ""
+                data.append(
+                    {**_model(info.name, description), "chunks": info.rows, "files": info.files}
+                )
+        return {"object": "list", "data": data}
+
+    @app.post("/v1/query")
+    async def query(request: Request) -> dict[str, Any]:
+        req: QueryRequest = parse_body(await request.body(), QueryRequest)
+        options = req.options()
+        if req.collections:
+            await svc.check_collections(req.collections)
+            options["collections"] = req.collections
+        answer = await svc.answer(req.question, [], options)
+        return answer.to_dict()
+
+    @app.post("/v1/load")
+    async def load(request: Request) -> dict[str, Any]:
+        if request.headers.get("content-type", "").startswith("multipart/form-data"):
+            report = await loads.load_uploads(request)
+        else:
+            report = await loads.load_paths(parse_body(await request.body(), LoadRequest))
+        return report.to_dict()
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        status, body = await svc.readiness()
+        return JSONResponse(body, status)
+
+    return app
+
+
+def _model(name: str, description: str) -> dict[str, Any]:
+    return {
+        "id": name,
+        "object": "model",
+        "created": 0,
+        "owned_by": "deepsearcher",
+        "description": description,
+    }
+
+
+def run_server(
+    settings: Settings,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    insecure: bool = False,
+    log_level: str = "info",
+) -> None:
+    """Serve until interrupted. Keys come from ``$DEEPSEARCHER_API_KEYS``; binding a non-loopback
+    host without keys raises ``ConfigError`` unless ``insecure``."""
+    host = host or settings.server.host
+    port = settings.server.port if port is None else port
+    api_keys = parse_api_keys(os.environ.get(API_KEYS_ENV))
+    check_bind(host, api_keys, insecure=insecure)
+    if not api_keys:
+        logger.warning("serving without API keys (set %s to require them)", API_KEYS_ENV)
+    import uvicorn
+
+    searcher = DeepSearcher(settings)
+    try:
+        # Open the store and the embedder now: a locked database fails here, not on the first
+        # request, and the first question does not wait for the model to load.
+        _ = searcher.store
+        _ = searcher.embedder
+        app = create_app(searcher, settings, api_keys=api_keys)
+        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    finally:
+        searcher.close()

@@ -1,0 +1,297 @@
+"""The OpenAI wire format of the server: request models, follow-up rewriting, and the
+``chat.completion`` / ``chat.completion.chunk`` bodies built from our ``Answer`` and events."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from deepsearcher import errors
+from deepsearcher.agents import prompts
+from deepsearcher.agents.base import messages_for
+from deepsearcher.agents.parsing import clean_output
+from deepsearcher.errors import LLMError
+from deepsearcher.server_guard import error_body
+from deepsearcher.types import Answer, Source, Usage
+
+DEFAULT_MODEL = "deepsearcher"  # the model name that searches every collection
+SOURCES_HEADING = "\n\nSources:\n"
+_HISTORY_TURNS = 12  # recent turns given to the rewrite; older ones rarely change the question
+_HISTORY_CHARS = 2000  # per turn
+logger = logging.getLogger(__name__)
+
+
+class RequestError(Exception):
+    """A client mistake or refusal mapped to an HTTP status and an OpenAI error body."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type_: str = "invalid_request_error",
+        code: str | None = None,
+        hint: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type_
+        self.code = code
+        self.hint = hint
+        self.headers = headers or {}
+
+
+# Most specific first: status, OpenAI error type, code.
+_ERROR_STATUS: list[tuple[type[errors.DeepSearcherError], int, str, str]] = [
+    (errors.CollectionNotFoundError, 404, "not_found_error", "collection_not_found"),
+    (errors.IncompatibleCollectionError, 409, "invalid_request_error", "incompatible_collection"),
+    (errors.StoreError, 503, "server_error", "store_unavailable"),
+    (errors.ConfigError, 400, "invalid_request_error", "invalid_setting"),
+    (errors.LoaderError, 400, "invalid_request_error", "unloadable_file"),
+    (errors.BudgetExceeded, 504, "server_error", "budget_exceeded"),
+    (errors.LLMError, 502, "server_error", "llm_unavailable"),
+    (errors.WebSearchError, 502, "server_error", "web_search_failed"),
+    (errors.EmbeddingError, 503, "server_error", "embedding_failed"),
+]
+
+
+def error_response(exc: Exception) -> JSONResponse:
+    """Any exception as an OpenAI-shaped error; only non-DeepSearcher errors are 500s."""
+    if isinstance(exc, RequestError):
+        body = error_body(exc.message, exc.type, exc.code, exc.hint)
+        return JSONResponse(body, exc.status, headers=exc.headers)
+    if isinstance(exc, errors.DeepSearcherError):
+        status, type_, code = next(
+            ((s, t, c) for cls, s, t, c in _ERROR_STATUS if isinstance(exc, cls)),
+            (500, "server_error", "deepsearcher_error"),
+        )
+        return JSONResponse(error_body(exc.message, type_, code, exc.hint), status)
+    if isinstance(exc, StarletteHTTPException):
+        type_ = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+        return JSONResponse(
+            error_body(str(exc.detail), type_), exc.status_code, headers=exc.headers
+        )
+    if isinstance(exc, RequestValidationError):
+        return JSONResponse(
+            error_body(f"invalid request: {exc.errors()[:1]}", "invalid_request_error"), 400
+        )
+    logger.error("unhandled error in request", exc_info=exc)
+    return JSONResponse(error_body("internal server error", "server_error", "internal_error"), 500)
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+# ---------------------------------------------------------------------------------------------
+
+
+class SearchOptions(BaseModel):
+    agent: Literal["deep", "naive"] | None = None
+    max_iter: int | None = Field(None, ge=1, le=10)
+    top_k: int | None = Field(None, ge=1, le=100)
+
+    def options(self) -> dict[str, Any]:
+        return {
+            k: getattr(self, k)
+            for k in ("agent", "max_iter", "top_k")
+            if getattr(self, k) is not None
+        }
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")  # name, tool_calls, ...: accepted, not used
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):  # content parts: keep the text ones
+            return "".join(
+                str(p.get("text", "")) for p in self.content if p.get("type", "text") == "text"
+            )
+        return self.content or ""
+
+
+class ChatRequest(SearchOptions):
+    # Standard clients send temperature, max_tokens, user, ...; they do not apply to a search.
+    model_config = ConfigDict(extra="allow")
+    model: str = DEFAULT_MODEL
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+
+    def question_and_history(self) -> tuple[str, list[ChatMessage]]:
+        last = self.messages[-1]
+        question = last.text().strip()
+        if last.role != "user" or not question:
+            raise RequestError(400, "the last message must be a user message holding the question")
+        history = [
+            m for m in self.messages[:-1] if m.role in ("user", "assistant") and m.text().strip()
+        ]
+        return question, history
+
+    @property
+    def include_usage(self) -> bool:
+        return bool((self.stream_options or {}).get("include_usage"))
+
+
+class QueryRequest(SearchOptions):
+    model_config = ConfigDict(extra="forbid")  # our own API: a misspelt field should be loud
+    question: str = Field(min_length=1)
+    collections: list[str] | None = None
+
+
+class LoadRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    paths: list[str] = Field(min_length=1)
+    collection: str | None = None
+    description: str | None = None
+    force: bool = False
+    prune: bool = False
+
+
+def parse_body(raw: bytes, model: type[BaseModel]) -> Any:
+    """Validate a JSON body; every problem is a 400 naming the field, never a 500 or 422."""
+    try:
+        data = json.loads(raw) if raw.strip() else None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RequestError(400, f"request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise RequestError(
+            400, "request body must be a JSON object" + (" (it was empty)" if data is None else "")
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise RequestError(400, f"invalid request: {where}: {err['msg']}{more}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Follow-ups
+# ---------------------------------------------------------------------------------------------
+
+
+def render_history(history: Sequence[ChatMessage]) -> str:
+    lines = []
+    for m in history[-_HISTORY_TURNS:]:
+        # Our own answers end with the source list: noise for the rewrite, and tokens.
+        text = m.text().split(SOURCES_HEADING, 1)[0].strip()
+        text = " ".join(text.split())[:_HISTORY_CHARS]
+        lines.append(f"{m.role}: {text}")
+    return "\n".join(lines)
+
+
+async def rewrite_question(
+    llm: Any, question: str, history: Sequence[ChatMessage], usage: Usage
+) -> tuple[str, str | None]:
+    """One LLM call turning a follow-up into a standalone question.
+
+    Returns ``(question, note)``; on failure the question as asked and a note saying so.
+    """
+    prompt = prompts.REWRITE.format(history=render_history(history), question=question)
+    try:
+        completion = await llm.complete(messages_for(prompt), max_tokens=256)
+    except LLMError as exc:
+        return (
+            question,
+            f"follow-up rewrite failed ({exc.message}); searched the last message as asked",
+        )
+    usage.add(completion.usage)
+    rewritten = " ".join(clean_output(completion.text).split()).strip("\"'")
+    if not rewritten:
+        return question, "follow-up rewrite returned nothing; searched the last message as asked"
+    return rewritten, None
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses
+# ---------------------------------------------------------------------------------------------
+
+
+def source_line(s: Source) -> str:
+    if s.kind == "web":
+        return f"[{s.n}] {s.source}"
+    return f"[{s.n}] {s.source}" + (f" p.{s.page}" if s.page else "")
+
+
+def sources_markdown(sources: Sequence[Source]) -> str:
+    if not sources:
+        return ""
+    return SOURCES_HEADING + "\n".join(source_line(s) for s in sources)
+
+
+def usage_body(usage: Usage) -> dict[str, int]:
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def answer_details(answer: Answer) -> dict[str, Any]:
+    """What a chat client does not show but a UI may: the standalone question, the sub-queries,
+    degradations."""
+    d = answer.to_dict()
+    return {k: v for k, v in d.items() if k not in ("answer", "sources")}
+
+
+def new_completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex[:24]}"
+
+
+def chat_completion(answer: Answer, model: str) -> dict[str, Any]:
+    return {
+        "id": new_completion_id(),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": answer.answer + sources_markdown(answer.sources),
+                },
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": usage_body(answer.usage),
+        "sources": [s.to_dict() for s in answer.sources],
+        "deepsearcher": answer_details(answer),
+    }
+
+
+class ChunkWriter:
+    """``chat.completion.chunk`` SSE frames sharing one id, creation time and model."""
+
+    def __init__(self, model: str) -> None:
+        self.base = {
+            "id": new_completion_id(),
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model,
+        }
+
+    def frame(self, delta: dict[str, Any], finish_reason: str | None = None, **extra: Any) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+        return sse({**self.base, "choices": [choice], **extra})
+
+    def usage(self, usage: Usage) -> str:
+        return sse({**self.base, "choices": [], "usage": usage_body(usage)})
+
+
+def sse(payload: dict[str, Any] | str) -> str:
+    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return f"data: {data}\n\n"
