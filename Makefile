@@ -3,7 +3,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DS := $(VENV)/bin/deepsearcher
-QUESTION ?= Which robot model is assembled in the city whose office manager approves travel over the threshold, and what is its payload?
+QUESTION ?= Which office assembles the NR-7 robot, and who is that office's manager?
 
 .PHONY: install demo test lint bench
 install: $(VENV)/.installed

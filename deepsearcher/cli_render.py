@@ -181,7 +181,7 @@ class QueryView:
         self._stop_status()
         if self._answer_started:
             self.out.print()
-        else:
+        elif answer.mode != "retrieval-only":  # retrieval-only: the sources below are the answer
             self.out.print(answer.answer, highlight=False, markup=False, soft_wrap=True)
         print_sources(self.out, answer)
 

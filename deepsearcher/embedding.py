@@ -78,7 +78,10 @@ class SentenceTransformerEmbedder:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
 
+            # A "Loading weights" bar on every start is noise in a CLI and in server logs.
+            hf_logging.disable_progress_bar()
             self._model = SentenceTransformer(path, device=settings.device)
         except Exception as exc:
             raise EmbeddingError(

@@ -131,6 +131,20 @@ def _is_remote(uri: str) -> bool:
     return uri.startswith(("http://", "https://", "tcp://", "grpc://"))
 
 
+class _DropLiteIteratorNoise(logging.Filter):
+    """Milvus Lite does not implement AllocTimestamp; pymilvus's query iterator asks for it,
+    falls back to a client timestamp (correct), and Lite's gRPC server logs a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Method not implemented" not in record.getMessage()
+
+
+def _quiet_lite_grpc() -> None:
+    grpc_log = logging.getLogger("grpc._server")
+    if not any(isinstance(f, _DropLiteIteratorNoise) for f in grpc_log.filters):
+        grpc_log.addFilter(_DropLiteIteratorNoise())
+
+
 class MilvusStore:
     """Milvus through ``pymilvus.MilvusClient``: Lite file by default, server/Zilliz by URI."""
 
@@ -146,6 +160,8 @@ class MilvusStore:
         # handles concurrent requests itself.
         self._lock: threading.Lock | None = None if self._remote else threading.Lock()
         self._loaded: set[str] = set()
+        if not self._remote:
+            _quiet_lite_grpc()
         try:
             if not self._remote:
                 Path(uri).parent.mkdir(parents=True, exist_ok=True)
