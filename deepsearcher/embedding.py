@@ -121,7 +121,9 @@ class SentenceTransformerEmbedder:
         tok = getattr(self._local, "tokenizer", None)
         if tok is None:
             tok = self._local.tokenizer = copy.deepcopy(self._tokenizer)
-        return len(tok.encode(text, add_special_tokens=False))
+        # verbose=False: counting a too-long candidate split is expected while chunking, and
+        # must not log "sequence length is longer than the maximum" warnings.
+        return len(tok.encode(text, add_special_tokens=False, verbose=False))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:

@@ -24,6 +24,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.types import Receive, Scope, Send
 
 from deepsearcher import errors
+from deepsearcher.agents.followup import rewrite_followup
 from deepsearcher.config import Settings
 from deepsearcher.searcher import DeepSearcher
 from deepsearcher.server_guard import (
@@ -47,8 +48,8 @@ from deepsearcher.server_openai import (
     answer_details,
     chat_completion,
     error_response,
+    history_turns,
     parse_body,
-    rewrite_question,
     sources_markdown,
     sse,
 )
@@ -186,7 +187,9 @@ class _Service:
             if llm is None:
                 note = "no LLM configured: the follow-up was searched as asked"
             else:
-                question, note = await rewrite_question(llm, question, history, usage)
+                question, note = await rewrite_followup(
+                    llm, question, history_turns(history), usage
+                )
             if note:
                 notes.append(note)
             yield NoteEvent(message=note or f"standalone question: {question}")

@@ -16,17 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from deepsearcher import errors
-from deepsearcher.agents import prompts
-from deepsearcher.agents.base import messages_for
-from deepsearcher.agents.parsing import clean_output
-from deepsearcher.errors import LLMError
 from deepsearcher.server_guard import error_body
 from deepsearcher.types import Answer, Source, Usage
 
 DEFAULT_MODEL = "deepsearcher"  # the model name that searches every collection
 SOURCES_HEADING = "\n\nSources:\n"
-_HISTORY_TURNS = 12  # recent turns given to the rewrite; older ones rarely change the question
-_HISTORY_CHARS = 2000  # per turn
 logger = logging.getLogger(__name__)
 
 
@@ -183,36 +177,10 @@ def parse_body(raw: bytes, model: type[BaseModel]) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-def render_history(history: Sequence[ChatMessage]) -> str:
-    lines = []
-    for m in history[-_HISTORY_TURNS:]:
-        # Our own answers end with the source list: noise for the rewrite, and tokens.
-        text = m.text().split(SOURCES_HEADING, 1)[0].strip()
-        text = " ".join(text.split())[:_HISTORY_CHARS]
-        lines.append(f"{m.role}: {text}")
-    return "\n".join(lines)
-
-
-async def rewrite_question(
-    llm: Any, question: str, history: Sequence[ChatMessage], usage: Usage
-) -> tuple[str, str | None]:
-    """One LLM call turning a follow-up into a standalone question.
-
-    Returns ``(question, note)``; on failure the question as asked and a note saying so.
-    """
-    prompt = prompts.REWRITE.format(history=render_history(history), question=question)
-    try:
-        completion = await llm.complete(messages_for(prompt), max_tokens=256)
-    except LLMError as exc:
-        return (
-            question,
-            f"follow-up rewrite failed ({exc.message}); searched the last message as asked",
-        )
-    usage.add(completion.usage)
-    rewritten = " ".join(clean_output(completion.text).split()).strip("\"'")
-    if not rewritten:
-        return question, "follow-up rewrite returned nothing; searched the last message as asked"
-    return rewritten, None
+def history_turns(history: Sequence[ChatMessage]) -> list[tuple[str, str]]:
+    """Chat turns as ``(role, text)`` for the follow-up rewrite."""
+    # Our own answers end with the source list: noise for the rewrite, and tokens.
+    return [(m.role, m.text().split(SOURCES_HEADING, 1)[0].strip()) for m in history]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -519,7 +519,9 @@ def lock_holders(db_dir: str | Path) -> list[str]:
             continue
         try:
             if any(os.readlink(fd) == target for fd in (pid_dir / "fd").iterdir()):
-                cmd = (pid_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                cmd = (
+                    (pid_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                )
                 holders.append(f"{pid_dir.name} ({cmd.strip()[:120]})")
         except OSError:
             continue

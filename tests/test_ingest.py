@@ -244,12 +244,21 @@ def test_cli_errors_are_one_line_with_hint(tmp_path: Path) -> None:
 def test_locked_database_names_the_holder(tmp_path: Path) -> None:
     db = tmp_path / "locked.db"
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"from pymilvus import MilvusClient; import time; MilvusClient({str(db)!r}); print('ready', flush=True); time.sleep(60)"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            f"from pymilvus import MilvusClient; import time; MilvusClient({str(db)!r}); print('ready', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
-        res = CliRunner().invoke(app, ["load", str(_corpus(tmp_path / "docs", n=1))], env={"DEEPSEARCHER_VECTOR_STORE__URI": str(db)})
+        res = CliRunner().invoke(
+            app,
+            ["load", str(_corpus(tmp_path / "docs", n=1))],
+            env={"DEEPSEARCHER_VECTOR_STORE__URI": str(db)},
+        )
         assert res.exit_code == 1
         assert "in use by another process" in res.stderr and str(holder.pid) in res.stderr
         assert "/v1/load" in res.stderr  # the hint says how to load through the server instead
