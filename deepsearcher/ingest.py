@@ -33,6 +33,7 @@ logger = logging.getLogger(__name__)
 # Chunks per encode call: large enough to keep the encoder efficient, small enough that
 # inserts and progress keep flowing.
 _EMBED_BATCH = 256
+_MAX_BUFFERED = 4 * _EMBED_BATCH
 _HASH_BLOCK = 1 << 20
 
 
@@ -181,11 +182,13 @@ class Ingestor:
         chunker = Chunker(self.settings.chunking, embedder.count_tokens, embedder.max_tokens)
         workers = self.settings.loading.parse_workers
         parse_sem = asyncio.Semaphore(workers)
-        # Bounded queues give back-pressure: parsing runs ahead of the encoder by a few files,
-        # never by the whole corpus (memory stays flat on large loads).
-        chunk_q: asyncio.Queue[tuple[_FileJob, list[Chunk]] | None] = asyncio.Queue(
-            maxsize=workers * 4
-        )
+        # Parsed chunks wait in a buffer bounded in chunks, not files: parsing runs ahead of the
+        # encoder by a few batches (memory stays flat on large loads) and the encoder always
+        # finds a full batch when parsing is faster than encoding. A bound in files starved it:
+        # four small text files give a 5-chunk batch, and 250 tiny encode calls cost 20%.
+        buffer: list[Chunk] = []
+        ready = asyncio.Condition()
+        parsing_done = False
         insert_q: asyncio.Queue[tuple[list[Chunk], np.ndarray] | None] = asyncio.Queue(maxsize=2)
         by_source = {j.source: j for j in jobs}
 
@@ -210,36 +213,31 @@ class Ingestor:
                     return
             job.remaining = job.chunks = len(chunks)
             self._emit("parsed", path=job.source, count=len(chunks))
-            await chunk_q.put((job, chunks))
+            async with ready:
+                await ready.wait_for(lambda: len(buffer) < _MAX_BUFFERED)
+                buffer.extend(chunks)
+                ready.notify_all()
 
         async def produce() -> None:
+            nonlocal parsing_done
             try:
                 await asyncio.gather(*(parse_one(j) for j in jobs))
             finally:
-                await chunk_q.put(None)
+                async with ready:
+                    parsing_done = True
+                    ready.notify_all()
 
         async def embed_stage() -> None:
-            pending: list[Chunk] = []
-            done = False
-
-            def take(item: tuple[_FileJob, list[Chunk]] | None) -> None:
-                nonlocal done
-                if item is None:
-                    done = True
-                else:
-                    pending.extend(item[1])
-
             while True:
-                if not pending and not done:
-                    take(await chunk_q.get())
-                # Take whatever is ready without waiting: the encoder never idles for a full batch.
-                while not done and len(pending) < _EMBED_BATCH and not chunk_q.empty():
-                    take(chunk_q.get_nowait())
-                if not pending:
-                    if done:
+                async with ready:
+                    # Encode as soon as anything is buffered: waiting for a full batch would idle
+                    # the encoder when parsing is the slower stage.
+                    await ready.wait_for(lambda: bool(buffer) or parsing_done)
+                    if not buffer:
                         break
-                    continue
-                batch, pending = pending[:_EMBED_BATCH], pending[_EMBED_BATCH:]
+                    batch = buffer[:_EMBED_BATCH]
+                    del buffer[:_EMBED_BATCH]
+                    ready.notify_all()
                 vectors = await asyncio.to_thread(embedder.embed, [c.text for c in batch])
                 self._emit("embedded", count=len(batch))
                 await insert_q.put((batch, vectors))
