@@ -153,13 +153,20 @@ class Ingestor:
             meta = collection_meta(self.settings, embedder.dimension, description or "")
             if existing_meta is not None and not description:
                 meta.description = existing_meta.description
-            await asyncio.to_thread(self.store.ensure_collection, collection, meta, rebuild=rebuild)
+            # Creating a collection and its indexes takes Milvus Lite ~1.7 s; parsing and the
+            # first encode batches run meanwhile, and only the first insert waits for it.
+            ready = asyncio.ensure_future(
+                asyncio.to_thread(self.store.ensure_collection, collection, meta, rebuild=rebuild)
+            )
+            try:
+                if jobs:
+                    await self._run_pipeline(jobs, collection, embedder, report, ready)
+                await ready
+            finally:
+                if not ready.done():
+                    ready.cancel()
         elif description is not None and existing_meta.description != description:
             await asyncio.to_thread(self.store.set_description, collection, description)
-
-        if jobs:
-            assert embedder is not None
-            await self._run_pipeline(jobs, collection, embedder, report)
 
         if prune:
             await self._prune(collection, records, report)
@@ -175,7 +182,12 @@ class Ingestor:
         self._emit("failed", path=source, message=reason)
 
     async def _run_pipeline(
-        self, jobs: list[_FileJob], collection: str, embedder: Embedder, report: LoadReport
+        self,
+        jobs: list[_FileJob],
+        collection: str,
+        embedder: Embedder,
+        report: LoadReport,
+        collection_ready: asyncio.Future[None],
     ) -> None:
         from loaders import parse_file
 
@@ -244,6 +256,7 @@ class Ingestor:
             await insert_q.put(None)
 
         async def insert_stage() -> None:
+            await collection_ready
             while (item := await insert_q.get()) is not None:
                 batch, vectors = item
                 await asyncio.to_thread(self.store.upsert_chunks, collection, batch, vectors)
@@ -256,7 +269,15 @@ class Ingestor:
                     if job.remaining == 0:
                         await self._finish_file(job, collection, report)
 
-        await asyncio.gather(produce(), embed_stage(), insert_stage())
+        stages = [asyncio.ensure_future(c) for c in (produce(), embed_stage(), insert_stage())]
+        try:
+            await asyncio.gather(*stages)
+        except BaseException:
+            # A failed stage (store down, collection not creatable) must not leave the others
+            # blocked on a queue in a long-lived loop such as the server's.
+            for task in stages:
+                task.cancel()
+            raise
 
     async def _finish_file(self, job: _FileJob, collection: str, report: LoadReport) -> None:
         doc_id = doc_id_for(job.source)
