@@ -150,9 +150,9 @@ class TimedStore:
         with self._clock.span("insert"):
             return self._inner.upsert_chunks(*args, **kwargs)
 
-    def put_file_record(self, *args: Any, **kwargs: Any) -> Any:
+    def put_file_records(self, *args: Any, **kwargs: Any) -> Any:
         with self._clock.span("record"):
-            return self._inner.put_file_record(*args, **kwargs)
+            return self._inner.put_file_records(*args, **kwargs)
 
     def delete_stale_chunks(self, *args: Any, **kwargs: Any) -> Any:
         with self._clock.span("record"):

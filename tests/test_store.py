@@ -64,7 +64,7 @@ def _exercise(store: MilvusStore, embedder) -> None:
         hybrid=True,
     )[0]
     assert hybrid[0].text == TEXTS[2]
-    store.put_file_record("docs", FileRecord("/docs/d1.txt", "d1", "h1", 3))
+    store.put_file_records("docs", [FileRecord("/docs/d1.txt", "d1", "h1", 3)])
     assert store.file_records("docs")["/docs/d1.txt"].content_hash == "h1"
     infos = {i.name: i for i in store.list_collections()}
     assert set(infos) == {"docs"}  # the manifest is hidden
