@@ -14,7 +14,7 @@ import pytest
 from deepsearcher.config import Settings
 from deepsearcher.errors import CollectionNotFoundError
 from deepsearcher.types import Answer
-from tests.llm_server import GARBAGE_REPLY, ScriptedLLMServer
+from tests.llm_server import GARBAGE_REPLY, ScriptedLLMServer, task_of
 
 DOCS = {
     "robots.txt": (
@@ -303,10 +303,26 @@ def test_routing_makes_one_call_per_question(
         "policies",
         description="HR and travel policies",
     )
-    llm_server.add_rule("TASK: route", '["policies"]')
+    # Decomposition does not wait for routing: both reach the server together, although the
+    # routing reply takes 0.5 s.
+    arrived: dict[str, float] = {}
+
+    def reply(task: str, text: str) -> Any:
+        def _reply(req: dict[str, Any]) -> str:
+            arrived[task] = time.perf_counter()
+            return text
+
+        return _reply
+
+    llm_server.add_rule("TASK: route", reply("route", '["policies"]'), latency=0.5)
+    llm_server.add_rule(
+        lambda r: task_of(r) == "decompose",
+        reply("decompose", '["international per diem", "robot payload"]'),
+    )
     llm_server.add_rule("TASK: reflect", '["per diem amount"]', times=1)
     answer, _ = _run(ds, "What is the international per diem and the robot payload?")
     assert llm_server.count("route") == 1
+    assert abs(arrived["decompose"] - arrived["route"]) < 0.3
     assert answer.sources and {s.collection for s in answer.sources} == {"policies"}
 
 
@@ -342,7 +358,21 @@ def test_document_text_cannot_steer_the_model(
         assert system["role"] == "system" and "PWNED" not in system["content"]
         user = req["messages"][-1]["content"]
         if "PWNED" in user:  # the passage only ever appears inside a <document> block
-            block = re.search(r"<document[^>]*>\n(.*?)\n</document>", user, re.S)
-            assert block and "PWNED" in block.group(1)
-            assert "PWNED" not in user.replace(block.group(0), "")
+            blocks = re.findall(r"<document[^>]*>\n.*?\n</document>", user, re.S)
+            assert any("PWNED" in b for b in blocks)
+            outside = re.sub(r"<document[^>]*>\n.*?\n</document>", "", user, flags=re.S)
+            assert "PWNED" not in outside
     assert answer.answer != "PWNED"
+
+
+def test_reflection_sees_the_newest_evidence_within_its_budget() -> None:
+    from deepsearcher.agents.deep_search import _kept_digest
+    from deepsearcher.types import Hit
+
+    kept = [Hit(f"c{i}", f"passage {i} " + "x" * 600, f"doc{i}.txt", 1.0, "c") for i in range(60)]
+    digest = _kept_digest(kept, budget=6000)
+    assert "passage 59 " in digest and "passage 0 " not in digest  # the last round is shown
+    assert len(digest) < 6000 + 60 * 60  # text budget plus the tags around each passage
+    few = _kept_digest(kept[:3], budget=6000)
+    assert all(f"passage {i} " in few for i in range(3))
+    assert "x" * 380 in few and "x" * 400 not in few  # up to 400 characters each

@@ -87,23 +87,24 @@ class DeepSearchAgent:
 
         ctx = RunContext.create(self.settings, llm, timeout_s)
         answer = new_answer(question, "deep")
-        names, route_events = await self.retriever.resolve_collections(question, collections, ctx)
+        # Routing and decomposition do not depend on each other: run them side by side, so a
+        # store with several collections does not add a round trip before the first search.
+        decompose = asyncio.ensure_future(self._decompose(ctx, question))
+        try:
+            names, route_events = await self.retriever.resolve_collections(
+                question, collections, ctx
+            )
+            subs, problem = await decompose
+        finally:
+            decompose.cancel()  # a no-op once done; stops it when routing raised
         for ev in route_events:
             yield ev
         web_tool = self._web_tool(web)
 
-        # 1. Decompose.
+        # 1. Decompose (already asked above).
         seen_queries: set[str] = set()
-        try:
-            subs = await ctx.ask(
-                messages_for(
-                    prompts.DECOMPOSE.format(max_queries=q.max_sub_queries, question=question)
-                ),
-                partial(parse_str_list, max_items=q.max_sub_queries),
-            )
-        except (LLMError, BudgetExceeded) as exc:
-            yield ctx.note(f"decomposition failed ({exc.message}); searching the question as asked")
-            subs = []
+        if problem:
+            yield ctx.note(f"decomposition failed ({problem}); searching the question as asked")
         pending = _dedupe(subs or [question], seen_queries)[: q.max_sub_queries]
         all_queries: list[str] = []
         judged: set[str] = set()
@@ -177,6 +178,19 @@ class DeepSearchAgent:
         answer.notes = ctx.notes
         answer.seconds = ctx.elapsed()
         yield DoneEvent(answer=answer)
+
+    async def _decompose(self, ctx: RunContext, question: str) -> tuple[list[str], str | None]:
+        q = self.settings.query
+        try:
+            subs = await ctx.ask(
+                messages_for(
+                    prompts.DECOMPOSE.format(max_queries=q.max_sub_queries, question=question)
+                ),
+                partial(parse_str_list, max_items=q.max_sub_queries),
+            )
+        except (LLMError, BudgetExceeded) as exc:
+            return [], exc.message
+        return subs, None
 
     def _web_tool(self, web: bool | None) -> Any:
         enabled = self.settings.web_search.enabled if web is None else web
@@ -287,10 +301,17 @@ def _source_label(hit: Hit) -> str:
     return f"(web) {hit.source}" if hit.kind == "web" else hit.source
 
 
-def _kept_digest(kept: Sequence[Hit], limit: int = 12, chars: int = 400) -> str:
+def _kept_digest(
+    kept: Sequence[Hit], budget: int = 6000, max_chars: int = 400, min_chars: int = 150
+) -> str:
+    """The kept passages for reflection, shortened to fit ``budget`` characters. When even
+    ``min_chars`` each do not fit, the newest passages win: reflection must see what the last
+    round found, or it proposes the same gaps again."""
     if not kept:
         return "(none yet)"
+    chars = max(min_chars, min(max_chars, budget // len(kept)))
+    shown = list(enumerate(kept, start=1))[-max(1, budget // chars) :]
     return "\n\n".join(
         f'<document n="{i}" source="{_source_label(h)}">\n{escape_document(h.text[:chars])}\n</document>'
-        for i, h in enumerate(kept[:limit], start=1)
+        for i, h in shown
     )
