@@ -1,7 +1,8 @@
 """Deep-search latency and LLM cost per question (issue #3).
 
     .venv/bin/python benchmarks/query.py [--latency 0.2] [--limit 20] [--max-iter 3]
-        [--reflect default,follow] [--eval-dir DIR] [--db benchmarks/out/query.db]
+        [--script default,follow,fanout] [--concurrency N] [--top-k K] [--max-llm-calls N]
+        [--eval-dir DIR] [--db benchmarks/out/query.db] [--out-name query]
 
 The LLM is the scripted OpenAI-compatible server (tests/llm_server.py) answering every call
 after a fixed latency, so wall time is the loop's own structure: how many LLM calls it makes
@@ -9,20 +10,30 @@ and how many of them overlap. The HotpotQA corpus (994 passages) is loaded once 
 Lite file under benchmarks/out (incremental: a second run only hashes the files); the first
 ``--limit`` questions of hotpotqa100/questions.jsonl are asked one after another (never two
 questions at once, so overlap comes from inside the loop), after one unmeasured warm-up
-question per configuration. Configurations, all at the same ``--max-iter``:
+question per configuration. Configurations, all at the same ``--max-iter`` and ``--top-k``:
 
-- ``llm`` rerank, ``llm.max_concurrency 16``: the design, one verdict call per chunk, in parallel;
+- ``llm`` rerank at ``llm.max_concurrency`` = ``--concurrency`` (default max_sub_queries x
+  top_k, so one iteration's verdicts fit in one round): the design, one verdict call per
+  chunk, in parallel;
 - ``llm`` rerank, ``llm.max_concurrency 1``: the same calls one after another;
-- ``llm-batch`` rerank (``query.rerank_batch_size`` 8 chunks per call), concurrency 16.
+- ``llm-batch`` rerank (``query.rerank_batch_size`` chunks per call), same concurrency;
+- ``llm`` rerank at the default ``llm.max_concurrency``, when that differs.
 
-Reflection modes (``--reflect``): ``default`` is the scripted server's own reply to the reflect
-step, an empty list, so the loop stops after its first iteration whatever ``--max-iter`` is;
-``follow`` scripts reflection to propose up to ``query.max_gap_queries`` names found in the kept
-passages (capitalised phrases not yet searched, as a bridge-following model would), so later
-iterations run too. The scripted judge says YES whenever a passage shares a content word with
-the question or queries, so kept-chunk counts are only indicative; tokens are the scripted
-server's count (whitespace-separated words of prompt and reply). Prints a markdown table and
-writes it to benchmarks/out/query.md (+ .json).
+LLM scripts (``--script``): ``default`` is the scripted server as it is: its decomposition
+splits the question on " and " only (1-3 queries) and its reflection is an empty list, so the
+loop stops after its first iteration whatever ``--max-iter`` is. ``follow`` scripts reflection
+to propose up to ``query.max_gap_queries`` names found in the kept passages (capitalised
+phrases not yet searched, as a bridge-following model would), so later iterations run too.
+``fanout`` also scripts decomposition into ``query.max_sub_queries`` queries (the question,
+then the names and content words in it), the fan-out a real model gives a two-hop question.
+The scripted judge says YES whenever a passage shares a content word with the question or
+queries, so kept-chunk counts are only indicative; tokens are the scripted server's count
+(whitespace-separated words of prompt and reply).
+
+"Critical-path calls" counts the calls that must follow one another whatever the concurrency:
+every call that is not a verdict, plus one verdict round per iteration. Their share of the
+sequential run's calls is the best ratio any concurrency can reach (the "floor" printed with
+each ratio). Prints a markdown table and writes it to benchmarks/out/<out-name>.md (+ .json).
 """
 
 from __future__ import annotations
@@ -58,12 +69,26 @@ from tests.llm_server import ScriptedLLMServer, task_of  # noqa: E402
 
 COLLECTION = "hotpot"
 TARGET_RATIO = 0.2
-# (label, query.rerank, llm.max_concurrency)
-CONFIGS: list[tuple[str, str, int]] = [
-    ("deep, concurrent verdicts", "llm", 16),
-    ("deep, sequential verdicts", "llm", 1),
-    ("deep, batched verdicts", "llm-batch", 16),
-]
+
+
+DEFAULT_CONCURRENCY = Settings().llm.max_concurrency
+
+
+def configs(concurrency: int) -> list[tuple[str, str, int]]:
+    """(label, query.rerank, llm.max_concurrency); the first two give the target ratio."""
+    rows = [
+        ("deep, concurrent verdicts", "llm", concurrency),
+        ("deep, sequential verdicts", "llm", 1),
+        ("deep, batched verdicts", "llm-batch", concurrency),
+    ]
+    if concurrency != DEFAULT_CONCURRENCY:
+        rows.append(("deep, concurrent verdicts, default bound", "llm", DEFAULT_CONCURRENCY))
+    return rows
+
+
+_COMMON = frozenset(
+    ["which", "where", "there", "their", "about", "other", "after", "before", "would", "could"]
+)
 # Two or more capitalised words: a person, place or work a passage mentions.
 _NAME_RE = re.compile(r"\b[A-Z][\w'-]+(?:[ \t]+[A-Z][\w'-]+)+")
 
@@ -80,7 +105,9 @@ class Run:
     tokens: int
     iterations: int
     retrieved: int
+    judged: int
     kept: int
+    spine: int  # LLM calls that must follow one another, even with unbounded concurrency
     max_in_flight: int
     cut_short: str | None
 
@@ -107,6 +134,24 @@ def follow_reply(req: dict[str, Any]) -> str:
     return json.dumps(gaps)
 
 
+def fanout_decompose_reply(req: dict[str, Any]) -> str:
+    """Scripted decomposition: the question, then its names, then its content words."""
+    text = "\n".join(str(m.get("content", "")) for m in req.get("messages", []))
+    limit = re.search(r"at most (\d+)", text)
+    max_queries = int(limit.group(1)) if limit else 4
+    found = re.search(r"^Question:(.*)$", text, re.MULTILINE)
+    question = found.group(1).strip() if found else ""
+    words = question.rstrip("?.!").split()
+    names = re.findall(r"[A-Z][\w'-]+(?:[ \t]+[A-Z][\w'-]+)*", " ".join(words[1:]))
+    content = [w.strip(",;:'\"") for w in words if len(w) >= 5 and w.lower() not in _COMMON]
+    queries = [question]
+    for q in [*names, *content]:
+        # A word already inside a chosen name ("Nolan" in "Christopher Nolan") adds nothing.
+        if q and not any(q.lower() in x.lower() for x in queries[1:]):
+            queries.append(q)
+    return json.dumps(queries[:max_queries])
+
+
 def _questions(eval_dir: Path, limit: int) -> list[str]:
     path = eval_dir / "hotpotqa100" / "questions.jsonl"
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
@@ -118,7 +163,12 @@ def _settings(args: argparse.Namespace, llm_url: str, rerank: str, conc: int) ->
         overrides={
             "vector_store": {"uri": str(args.db), "collection": COLLECTION},
             "llm": {"base_url": llm_url, "max_concurrency": conc, "model": "scripted"},
-            "query": {"rerank": rerank, "max_iter": args.max_iter},
+            "query": {
+                "rerank": rerank,
+                "max_iter": args.max_iter,
+                "top_k": args.top_k,
+                "max_llm_calls": args.max_llm_calls,
+            },
         },
         environ={},
     )
@@ -127,12 +177,21 @@ def _settings(args: argparse.Namespace, llm_url: str, rerank: str, conc: int) ->
 async def _ask(
     searcher: DeepSearcher, llm: ScriptedLLMServer, question: str, reflect: str, max_iter: int
 ) -> tuple[Any, float, int, int]:
-    llm.reset()  # also clears rules: the reflect rule is added back per question
-    if reflect == "follow":
+    llm.reset()  # also clears rules: the scripted rules are added back per question
+    if reflect in ("follow", "fanout"):
         llm.add_rule(lambda r: task_of(r) == "reflect", follow_reply)
+    if reflect == "fanout":
+        llm.add_rule(lambda r: task_of(r) == "decompose", fanout_decompose_reply)
     t0 = time.perf_counter()
     answer = await searcher.aquery(question, max_iter=max_iter)
     return answer, time.perf_counter() - t0, len(llm.requests), llm.max_in_flight
+
+
+def spine_calls(llm: ScriptedLLMServer, iterations: int) -> int:
+    """Round trips on the critical path: every call that is not a verdict (decompose, reflect,
+    answer, format retries) plus one verdict round per iteration."""
+    judges = sum(1 for r in llm.requests if task_of(r) in ("judge", "judge-batch"))
+    return len(llm.requests) - judges + (iterations if judges else 0)
 
 
 async def _bench(args: argparse.Namespace) -> tuple[list[Run], dict[str, Any]]:
@@ -140,7 +199,7 @@ async def _bench(args: argparse.Namespace) -> tuple[list[Run], dict[str, Any]]:
     warmup, measured = questions[-1], questions[:-1]
     runs: list[Run] = []
     with ScriptedLLMServer(latency=args.latency) as llm:
-        base = DeepSearcher(_settings(args, llm.base_url, "llm", 16))
+        base = DeepSearcher(_settings(args, llm.base_url, "llm", args.concurrency))
         t0 = time.perf_counter()
         report = await base.aload(args.eval_dir / "hotpotqa100" / "corpus", COLLECTION)
         load = {
@@ -155,7 +214,7 @@ async def _bench(args: argparse.Namespace) -> tuple[list[Run], dict[str, Any]]:
             file=sys.stderr,
         )
         for reflect in args.reflect:
-            for label, rerank, conc in CONFIGS:
+            for label, rerank, conc in configs(args.concurrency):
                 searcher = DeepSearcher(
                     _settings(args, llm.base_url, rerank, conc),
                     embedder=base.embedder,
@@ -178,7 +237,9 @@ async def _bench(args: argparse.Namespace) -> tuple[list[Run], dict[str, Any]]:
                             answer.usage.total_tokens,
                             answer.iterations,
                             answer.chunks_retrieved,
+                            answer.chunks_kept + answer.chunks_dropped,
                             answer.chunks_kept,
+                            spine_calls(llm, answer.iterations),
                             in_flight,
                             answer.cut_short,
                         )
@@ -198,7 +259,7 @@ def render(runs: list[Run], load: dict[str, Any], args: argparse.Namespace) -> s
     ratios = []
     for reflect in args.reflect:
         means: dict[str, float] = {}
-        for label, rerank, conc in CONFIGS:
+        for label, rerank, conc in configs(args.concurrency):
             rs = [r for r in runs if r.reflect == reflect and r.config == label]
             secs = [r.seconds for r in rs]
             means[label] = statistics.mean(secs)
@@ -217,22 +278,30 @@ def render(runs: list[Run], load: dict[str, Any], args: argparse.Namespace) -> s
                     f"{statistics.mean(r.tokens for r in rs):,.0f}",
                     f"{statistics.mean(r.iterations for r in rs):.1f}",
                     f"{statistics.mean(r.retrieved for r in rs):.1f}",
+                    f"{statistics.mean(r.judged for r in rs):.1f}",
                     f"{statistics.mean(r.kept for r in rs):.1f}",
+                    f"{statistics.mean(r.spine for r in rs):.1f}",
                     max(r.max_in_flight for r in rs),
                     cut,
                 ]
             )
-        conc_s, seq_s = means[CONFIGS[0][0]], means[CONFIGS[1][0]]
-        batch_s = means[CONFIGS[2][0]]
-        ratios.append(
-            f"- reflect `{reflect}`: concurrent ÷ sequential wall time = {conc_s:.2f} / "
+        labels = [c[0] for c in configs(args.concurrency)]
+        conc_s, seq_s, batch_s = (means[label] for label in labels[:3])
+        seq_runs = [r for r in runs if r.reflect == reflect and r.config == labels[1]]
+        # With every verdict round taking one call's time, the best any concurrency can do.
+        floor = sum(r.spine for r in seq_runs) / sum(r.server_calls for r in seq_runs)
+        line = (
+            f"- script `{reflect}`: concurrent ÷ sequential wall time = {conc_s:.2f} / "
             f"{seq_s:.2f} = **{conc_s / seq_s:.3f}** (target ≤ {TARGET_RATIO}: "
-            f"{verdict(conc_s / seq_s <= TARGET_RATIO)}); batched ÷ sequential = "
-            f"{batch_s / seq_s:.3f}"
+            f"{verdict(conc_s / seq_s <= TARGET_RATIO)}); critical-path floor "
+            f"{floor:.3f}; batched ÷ sequential = {batch_s / seq_s:.3f}"
         )
+        if len(labels) > 3:
+            line += f"; at the default bound ({DEFAULT_CONCURRENCY}) {means[labels[3]] / seq_s:.3f}"
+        ratios.append(line)
     table = markdown_table(
         [
-            "reflect",
+            "LLM script",
             "configuration",
             "rerank",
             "llm.max_concurrency",
@@ -244,19 +313,22 @@ def render(runs: list[Run], load: dict[str, Any], args: argparse.Namespace) -> s
             "tokens (mean)",
             "iterations (mean)",
             "chunks retrieved (mean)",
+            "chunks judged (mean)",
             "chunks kept (mean)",
+            "critical-path calls (mean)",
             "max calls in flight",
             "cut short",
         ],
         rows,
-        "lllrrrrrrrrrrrr",
+        "lllrrrrrrrrrrrrrr",
     )
+    q = Settings().query
     head = (
         f"Machine: {machine()}. Scripted LLM {args.latency * 1000:.0f} ms per call; "
         f"{load['chunks']} HotpotQA chunks in Milvus Lite; {args.limit} questions asked one "
-        f"after another per configuration; query.max_iter {args.max_iter}, other query "
-        "settings default (max_sub_queries 4, top_k 5, max_gap_queries 3, rerank_batch_size 8, "
-        "max_llm_calls 60)."
+        f"after another per configuration; query.max_iter {args.max_iter}, query.top_k "
+        f"{args.top_k}, query.max_llm_calls {args.max_llm_calls}, other query settings default "
+        f"(max_sub_queries {q.max_sub_queries}, max_gap_queries {q.max_gap_queries}, rerank_batch_size {q.rerank_batch_size})."
     )
     return "\n".join([head, "", table, "", *ratios])
 
@@ -268,23 +340,44 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.2, help="scripted LLM seconds per call")
     parser.add_argument("--limit", type=int, default=20, help="questions per configuration")
     parser.add_argument("--max-iter", type=int, default=3)
+    parser.add_argument("--top-k", type=int, default=Settings().query.top_k, help="query.top_k")
     parser.add_argument(
-        "--reflect", default="default,follow", help="reflection modes: default, follow"
+        "--max-llm-calls",
+        type=int,
+        default=Settings().query.max_llm_calls,
+        help="query.max_llm_calls (raise it with --top-k, or runs are cut short)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="llm.max_concurrency of the concurrent runs (default: max_sub_queries x top_k, "
+        "so one iteration's verdicts fit in one round)",
+    )
+    parser.add_argument(
+        "--script",
+        "--reflect",
+        dest="reflect",
+        default="default,follow,fanout",
+        help="LLM scripts: default, follow, fanout",
     )
     parser.add_argument("--eval-dir", type=Path, default=EVAL_DIR)
     parser.add_argument("--db", type=Path, default=OUT / "query.db")
+    parser.add_argument("--out-name", default="query", help="benchmarks/out/<name>.md/.json")
     args = parser.parse_args()
+    if args.concurrency is None:
+        args.concurrency = Settings().query.max_sub_queries * args.top_k
     args.reflect = [m.strip() for m in args.reflect.split(",") if m.strip()]
-    if bad := [m for m in args.reflect if m not in ("default", "follow")]:
-        parser.error(f"unknown reflect mode {', '.join(bad)}")
+    if bad := [m for m in args.reflect if m not in ("default", "follow", "fanout")]:
+        parser.error(f"unknown LLM script {', '.join(bad)}")
     logging.basicConfig(level=logging.WARNING)
     OUT.mkdir(parents=True, exist_ok=True)
 
     runs, load = asyncio.run(_bench(args))
     text = render(runs, load, args)
     print(text)
-    (OUT / "query.md").write_text(text + "\n", encoding="utf-8")
-    (OUT / "query.json").write_text(
+    (OUT / f"{args.out_name}.md").write_text(text + "\n", encoding="utf-8")
+    (OUT / f"{args.out_name}.json").write_text(
         json.dumps({"load": load, "runs": [asdict(r) for r in runs]}, indent=2), encoding="utf-8"
     )
 
