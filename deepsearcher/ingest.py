@@ -203,6 +203,8 @@ class Ingestor:
         ready = asyncio.Condition()
         parsing_done = False
         insert_q: asyncio.Queue[tuple[list[Chunk], np.ndarray] | None] = asyncio.Queue(maxsize=2)
+        loop = asyncio.get_running_loop()
+        encode_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deepsearcher-encode")
         by_source = {j.source: j for j in jobs}
 
         def parse_and_chunk(job: _FileJob) -> list[Chunk]:
@@ -277,8 +279,6 @@ class Ingestor:
                         finished.append(job)
                 await self._finish_files(finished, collection, report)
 
-        loop = asyncio.get_running_loop()
-        encode_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deepsearcher-encode")
         stages = [asyncio.ensure_future(c) for c in (produce(), embed_stage(), insert_stage())]
         try:
             await asyncio.gather(*stages)

@@ -160,7 +160,9 @@ def test_description_is_kept_and_updated(tmp_path: Path, make_searcher: Any) -> 
 def test_killed_load_then_rerun_equals_clean_load(
     tmp_path: Path, make_searcher: Any, settings: Settings
 ) -> None:
-    docs = _corpus(tmp_path / "docs", n=60, paragraphs=4)
+    # Manifest records are written once per 256-chunk insert batch, so the corpus must span
+    # several batches (~600 one-chunk files: three) for the kill to land between them.
+    docs = _corpus(tmp_path / "docs", n=600, paragraphs=1)
     db = tmp_path / "killed.db"
     env = {
         **os.environ,
@@ -201,11 +203,11 @@ def test_killed_load_then_rerun_equals_clean_load(
     killed_settings.vector_store.uri = str(db)
     ds = make_searcher(killed_settings)
     partial = ds.store.file_records("c")
-    assert 5 <= len(partial) < 60  # really killed mid-run
+    assert 5 <= len(partial) < 600  # really killed mid-run
     rerun = ds.load([docs], "c")
     assert rerun.files_unchanged == len(
         partial
-    ) and rerun.files_new + rerun.files_changed == 60 - len(partial)
+    ) and rerun.files_new + rerun.files_changed == 600 - len(partial)
 
     clean = make_searcher()
     clean_report = clean.load([docs], "c")
