@@ -156,16 +156,16 @@ class Ingestor:
                 meta.description = existing_meta.description
             # Creating a collection and its indexes takes Milvus Lite ~1.7 s; parsing and the
             # first encode batches run meanwhile, and only the first insert waits for it.
-            ready = asyncio.ensure_future(
+            created = asyncio.ensure_future(
                 asyncio.to_thread(self.store.ensure_collection, collection, meta, rebuild=rebuild)
             )
             try:
                 if jobs:
-                    await self._run_pipeline(jobs, collection, embedder, report, ready)
-                await ready
+                    await self._run_pipeline(jobs, collection, embedder, report, created)
+                await created
             finally:
-                if not ready.done():
-                    ready.cancel()
+                if not created.done():
+                    created.cancel()
         elif description is not None and existing_meta.description != description:
             await asyncio.to_thread(self.store.set_description, collection, description)
 
@@ -200,7 +200,7 @@ class Ingestor:
         # finds a full batch when parsing is faster than encoding. A bound in files starved it:
         # four small text files give a 5-chunk batch, and 250 tiny encode calls cost 20%.
         buffer: list[Chunk] = []
-        ready = asyncio.Condition()
+        buffer_changed = asyncio.Condition()
         parsing_done = False
         insert_q: asyncio.Queue[tuple[list[Chunk], np.ndarray] | None] = asyncio.Queue(maxsize=2)
         loop = asyncio.get_running_loop()
@@ -228,31 +228,31 @@ class Ingestor:
                     return
             job.remaining = job.chunks = len(chunks)
             self._emit("parsed", path=job.source, count=len(chunks))
-            async with ready:
-                await ready.wait_for(lambda: len(buffer) < _MAX_BUFFERED)
+            async with buffer_changed:
+                await buffer_changed.wait_for(lambda: len(buffer) < _MAX_BUFFERED)
                 buffer.extend(chunks)
-                ready.notify_all()
+                buffer_changed.notify_all()
 
         async def produce() -> None:
             nonlocal parsing_done
             try:
                 await asyncio.gather(*(parse_one(j) for j in jobs))
             finally:
-                async with ready:
+                async with buffer_changed:
                     parsing_done = True
-                    ready.notify_all()
+                    buffer_changed.notify_all()
 
         async def embed_stage() -> None:
             while True:
-                async with ready:
+                async with buffer_changed:
                     # Encode as soon as anything is buffered: waiting for a full batch would idle
                     # the encoder when parsing is the slower stage.
-                    await ready.wait_for(lambda: bool(buffer) or parsing_done)
+                    await buffer_changed.wait_for(lambda: bool(buffer) or parsing_done)
                     if not buffer:
                         break
                     batch = buffer[:_EMBED_BATCH]
                     del buffer[:_EMBED_BATCH]
-                    ready.notify_all()
+                    buffer_changed.notify_all()
                 # Always the same thread: each thread that runs the encoder keeps its own malloc
                 # arena of freed activations (~250 MB at batch 64), so spreading batches over
                 # to_thread's pool raised peak RSS by several hundred MB.

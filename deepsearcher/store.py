@@ -401,7 +401,7 @@ class MilvusStore:
 
     def put_file_records(self, name: str, records: Sequence[FileRecord]) -> None:
         """One upsert for many files: a corpus of small files finishes hundreds per insert
-        batch, and one manifest write each cost 2 ms of Lite time per file."""
+        batch, and one manifest write each cost 1-2 ms of Lite time per file."""
         if not records:
             return
         self._ensure_loaded(name + MANIFEST_SUFFIX)
