@@ -6,9 +6,11 @@ The loop runs against the scripted LLM server with no latency and the ``fanout``
 and ``follow`` reflection of benchmarks/query.py (so three iterations run), on the HotpotQA
 corpus loaded by benchmarks/query.py. For every question it records which passages were judged
 (every VerdictEvent) and reports, per top_k: the share of gold passages that were judged, the
-share of questions whose gold passages were all judged, and LLM calls. The scripted judge is a
-keyword rule, so only the "judged" columns say something about retrieval; "kept" is shown for
-completeness. No LLM quality is measured here.
+share of questions whose gold passages were all judged, the share of gold passages among the
+passages the answer call was given (at most ``query.max_context_chunks`` of the kept ones), and
+LLM calls. The scripted judge is a keyword rule that keeps most passages, so the "judged" columns
+measure retrieval and the "answer context" column measures which kept passages reach the answer
+when there are more than fit; no LLM quality is measured here.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -49,7 +52,7 @@ async def _run(args: argparse.Namespace) -> list[list[str]]:
             )
             ds = DeepSearcher(settings)
             await ds.aload(args.eval_dir / "hotpotqa100" / "corpus", COLLECTION)
-            judged_share, all_judged, kept_share, calls = [], [], [], []
+            judged_share, all_judged, kept_share, context_share, calls = [], [], [], [], []
             for row in rows[: args.limit]:
                 llm.reset()
                 llm.add_rule(lambda r: task_of(r) == "reflect", follow_reply)
@@ -65,6 +68,7 @@ async def _run(args: argparse.Namespace) -> list[list[str]]:
                 judged_share.append(len(gold & judged) / len(gold))
                 all_judged.append(float(gold <= judged))
                 kept_share.append(len(gold & kept) / len(gold))
+                context_share.append(len(gold & _answer_context(llm.requests)) / len(gold))
                 calls.append(len(llm.requests))
             ds.close()
             table.append(
@@ -74,11 +78,23 @@ async def _run(args: argparse.Namespace) -> list[list[str]]:
                     f"{statistics.mean(judged_share):.3f}",
                     f"{statistics.mean(all_judged):.3f}",
                     f"{statistics.mean(kept_share):.3f}",
+                    f"{statistics.mean(context_share):.3f}",
                     f"{statistics.mean(calls):.1f}",
                 ]
             )
             print(f"top_k {k}: {table[-1]}", file=sys.stderr, flush=True)
     return table
+
+
+def _answer_context(requests: list[dict]) -> set[str]:
+    """Document ids of the passages in the answer call's prompt."""
+    ids: set[str] = set()
+    for req in requests:
+        if task_of(req) == "answer":
+            text = "\n".join(str(m.get("content", "")) for m in req.get("messages", []))
+            for source in re.findall(r'<document n="\d+" source="([^"]+)"', text):
+                ids.add(Path(source.split(" p.")[0]).stem)
+    return ids
 
 
 def main() -> None:
@@ -99,10 +115,11 @@ def main() -> None:
             "gold passages judged",
             "all gold judged",
             "gold kept (keyword judge)",
+            "gold in answer context",
             "LLM calls",
         ],
         table,
-        "rrrrrr",
+        "rrrrrrr",
     )
     print(text)
     OUT.mkdir(parents=True, exist_ok=True)

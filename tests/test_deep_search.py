@@ -376,3 +376,43 @@ def test_reflection_sees_the_newest_evidence_within_its_budget() -> None:
     few = _kept_digest(kept[:3], budget=6000)
     assert all(f"passage {i} " in few for i in range(3))
     assert "x" * 380 in few and "x" * 400 not in few  # up to 400 characters each
+
+
+def test_answer_context_ranks_by_fusion_over_queries() -> None:
+    from deepsearcher.agents.deep_search import _answer_context
+    from deepsearcher.types import Hit
+
+    kept = [Hit(i, f"text {i}", f"{i}.txt", 1.0, "c") for i in ("a", "b", "c", "d")]
+    fused = {"a": 1 / 61, "b": 1 / 62 + 1 / 61, "c": 1 / 61, "d": 1 / 65}
+    assert [h.id for h in _answer_context(kept, fused, 3)] == ["b", "a", "c"]  # ties: kept order
+    assert [h.id for h in _answer_context(kept, fused, 10)] == ["b", "a", "c", "d"]
+
+
+ROBOTS_AND_MANAGER = {
+    **{
+        f"robot_{i}.txt": f"The NR-{i} robot arm lifts a payload of {i + 2} kilograms."
+        for i in range(6)
+    },
+    "austin.txt": "Rafael Ortega is the office manager of the Austin office.",
+}
+
+
+def test_answer_gets_the_passages_most_queries_found_when_context_is_full(
+    tmp_path: Path, settings: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
+) -> None:
+    # Two passages are kept and the answer has room for one: the passage two sub-queries
+    # found goes in, whatever order the verdicts arrived in.
+    s = _with_llm(settings, llm_server, max_iter=1, top_k=1, max_context_chunks=1)
+    ds = make_searcher(s)
+    ds.load([_write_docs(tmp_path / "corpus", ROBOTS_AND_MANAGER)], "docs")
+    llm_server.add_rule(
+        "TASK: decompose",
+        '["NR-1 robot arm payload", "Who is the Austin office manager?", '
+        '"Rafael Ortega office manager of the Austin office"]',
+    )
+    llm_server.add_rule("TASK: judge", "YES")
+    answer, _ = _run(ds, "Which robot lifts the most, and who manages the Austin office?")
+    assert answer.chunks_kept == 2  # the two Austin queries retrieved the same chunk
+    prompt = next(r for r in llm_server.requests if task_of(r) == "answer")
+    documents = re.findall(r"<document[^>]*>", prompt["messages"][-1]["content"])
+    assert len(documents) == 1 and "austin.txt" in documents[0], documents

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
     from deepsearcher.searcher import DeepSearcher
 
 logger = logging.getLogger(__name__)
+
+_RRF_K = 60  # the usual reciprocal-rank-fusion constant: damps the weight of the top ranks
 
 
 def _dedupe(queries: Sequence[str], seen: set[str]) -> list[str]:
@@ -110,6 +112,7 @@ class DeepSearchAgent:
         judged: set[str] = set()
         kept: list[Hit] = []
         retrieved: dict[str, Hit] = {}
+        fused: dict[str, float] = {}  # chunk id -> reciprocal rank fusion over all queries
         iteration = 0
 
         while pending and iteration < max_iter:
@@ -126,10 +129,13 @@ class DeepSearchAgent:
                 results = [r + w for r, w in zip(results, web_results, strict=True)]
             fresh: list[Hit] = []
             for query, hits in zip(pending, results, strict=True):
-                new = [h for h in hits if h.id not in judged]
-                for h in new:
-                    judged.add(h.id)
-                    retrieved[h.id] = h
+                new: list[Hit] = []
+                for rank, h in enumerate(hits, start=1):
+                    fused[h.id] = fused.get(h.id, 0.0) + 1.0 / (_RRF_K + rank)
+                    if h.id not in judged:
+                        judged.add(h.id)
+                        retrieved[h.id] = h
+                        new.append(h)
                 fresh.extend(new)
                 answer.chunks_retrieved += len(hits)
                 yield SearchEvent(query=query, hits=len(hits), new=len(new))
@@ -169,7 +175,7 @@ class DeepSearchAgent:
         answer.iterations = iteration
         answer.sub_queries = all_queries
         answer.chunks_kept = len(kept)
-        passages = kept[: q.max_context_chunks]
+        passages = _answer_context(kept, fused, q.max_context_chunks)
         unjudged = sorted(retrieved.values(), key=lambda h: h.score, reverse=True)
         async for ev in write_answer(ctx, question, passages, answer, fallback=unjudged):
             yield ev
@@ -299,6 +305,15 @@ class DeepSearchAgent:
 
 def _source_label(hit: Hit) -> str:
     return f"(web) {hit.source}" if hit.kind == "web" else hit.source
+
+
+def _answer_context(kept: Sequence[Hit], fused: Mapping[str, float], limit: int) -> list[Hit]:
+    """The kept passages the answer is written from, best first, cut at ``limit``: ranked by
+    reciprocal rank fusion over every query that retrieved them (as RAG-Fusion merges the lists
+    of several generated queries), so a passage that several sub-queries found comes before
+    one a single query ranked low. Ties keep the order the passages were kept in."""
+    order = sorted(range(len(kept)), key=lambda i: (-fused.get(kept[i].id, 0.0), i))
+    return [kept[i] for i in order[:limit]]
 
 
 def _kept_digest(
