@@ -32,6 +32,6 @@ lint: install
 bench: install
 	$(PY) benchmarks/ingest.py
 	$(PY) benchmarks/query.py
-	$(PY) benchmarks/query.py --script fanout --top-k 10 --max-llm-calls 120 --out-name query_k10
+	$(PY) benchmarks/query.py --top-k 5 --max-llm-calls 60 --concurrency 8 --out-name query_k5
 	$(PY) benchmarks/topk_recall.py
 	$(PY) benchmarks/serve.py

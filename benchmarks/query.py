@@ -12,12 +12,12 @@ Lite file under benchmarks/out (incremental: a second run only hashes the files)
 questions at once, so overlap comes from inside the loop), after one unmeasured warm-up
 question per configuration. Configurations, all at the same ``--max-iter`` and ``--top-k``:
 
-- ``llm`` rerank at ``llm.max_concurrency`` = ``--concurrency`` (default max_sub_queries x
-  top_k, so one iteration's verdicts fit in one round): the design, one verdict call per
-  chunk, in parallel;
+- ``llm`` rerank at ``llm.max_concurrency`` = ``--concurrency`` (default: the setting's
+  default): the design, one verdict call per chunk, in parallel;
 - ``llm`` rerank, ``llm.max_concurrency 1``: the same calls one after another;
 - ``llm-batch`` rerank (``query.rerank_batch_size`` chunks per call), same concurrency;
-- ``llm`` rerank at the default ``llm.max_concurrency``, when that differs.
+- ``llm`` rerank at max_sub_queries x top_k, so one iteration's verdicts fit in one round,
+  when that differs from ``--concurrency``.
 
 LLM scripts (``--script``): ``default`` is the scripted server as it is: its decomposition
 splits the question on " and " only (1-3 queries) and its reflection is an empty list, so the
@@ -71,18 +71,20 @@ COLLECTION = "hotpot"
 TARGET_RATIO = 0.2
 
 
-DEFAULT_CONCURRENCY = Settings().llm.max_concurrency
+def one_round(top_k: int) -> int:
+    """The concurrency at which a first iteration's verdicts all run at once."""
+    return Settings().query.max_sub_queries * top_k
 
 
-def configs(concurrency: int) -> list[tuple[str, str, int]]:
+def configs(concurrency: int, top_k: int) -> list[tuple[str, str, int]]:
     """(label, query.rerank, llm.max_concurrency); the first two give the target ratio."""
     rows = [
         ("deep, concurrent verdicts", "llm", concurrency),
         ("deep, sequential verdicts", "llm", 1),
         ("deep, batched verdicts", "llm-batch", concurrency),
     ]
-    if concurrency != DEFAULT_CONCURRENCY:
-        rows.append(("deep, concurrent verdicts, default bound", "llm", DEFAULT_CONCURRENCY))
+    if concurrency != one_round(top_k):
+        rows.append(("deep, concurrent verdicts, one round", "llm", one_round(top_k)))
     return rows
 
 
@@ -214,7 +216,7 @@ async def _bench(args: argparse.Namespace) -> tuple[list[Run], dict[str, Any]]:
             file=sys.stderr,
         )
         for reflect in args.reflect:
-            for label, rerank, conc in configs(args.concurrency):
+            for label, rerank, conc in configs(args.concurrency, args.top_k):
                 searcher = DeepSearcher(
                     _settings(args, llm.base_url, rerank, conc),
                     embedder=base.embedder,
@@ -259,7 +261,7 @@ def render(runs: list[Run], load: dict[str, Any], args: argparse.Namespace) -> s
     ratios = []
     for reflect in args.reflect:
         means: dict[str, float] = {}
-        for label, rerank, conc in configs(args.concurrency):
+        for label, rerank, conc in configs(args.concurrency, args.top_k):
             rs = [r for r in runs if r.reflect == reflect and r.config == label]
             secs = [r.seconds for r in rs]
             means[label] = statistics.mean(secs)
@@ -285,7 +287,7 @@ def render(runs: list[Run], load: dict[str, Any], args: argparse.Namespace) -> s
                     cut,
                 ]
             )
-        labels = [c[0] for c in configs(args.concurrency)]
+        labels = [c[0] for c in configs(args.concurrency, args.top_k)]
         conc_s, seq_s, batch_s = (means[label] for label in labels[:3])
         seq_runs = [r for r in runs if r.reflect == reflect and r.config == labels[1]]
         # With every verdict round taking one call's time, the best any concurrency can do.
@@ -297,7 +299,10 @@ def render(runs: list[Run], load: dict[str, Any], args: argparse.Namespace) -> s
             f"{floor:.3f}; batched ÷ sequential = {batch_s / seq_s:.3f}"
         )
         if len(labels) > 3:
-            line += f"; at the default bound ({DEFAULT_CONCURRENCY}) {means[labels[3]] / seq_s:.3f}"
+            line += (
+                f"; with one round of verdicts in flight ({one_round(args.top_k)}) "
+                f"{means[labels[3]] / seq_s:.3f}"
+            )
         ratios.append(line)
     table = markdown_table(
         [
@@ -351,8 +356,7 @@ def main() -> None:
         "--concurrency",
         type=int,
         default=None,
-        help="llm.max_concurrency of the concurrent runs (default: max_sub_queries x top_k, "
-        "so one iteration's verdicts fit in one round)",
+        help="llm.max_concurrency of the concurrent runs (default: the setting's default)",
     )
     parser.add_argument(
         "--script",
@@ -366,7 +370,7 @@ def main() -> None:
     parser.add_argument("--out-name", default="query", help="benchmarks/out/<name>.md/.json")
     args = parser.parse_args()
     if args.concurrency is None:
-        args.concurrency = Settings().query.max_sub_queries * args.top_k
+        args.concurrency = Settings().llm.max_concurrency
     args.reflect = [m.strip() for m in args.reflect.split(",") if m.strip()]
     if bad := [m for m in args.reflect if m not in ("default", "follow", "fanout")]:
         parser.error(f"unknown LLM script {', '.join(bad)}")

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))  # tests.llm_server (scripted LLM) and the package
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from deepsearcher.config import load_settings  # noqa: E402
+from deepsearcher.config import Settings, load_settings  # noqa: E402
 from deepsearcher.embedding import build_embedder  # noqa: E402
 from deepsearcher.evaluation.runner import (  # noqa: E402
     FETCH_CHUNKS_PER_DOC,
@@ -195,12 +195,14 @@ def _run_all(
     summary: dict[str, Any] = {"retrieval": rows}
     if args.cost_questions:
         cost = asyncio.run(run_cost(args.eval_dir, args.cost_questions, shared))
+        q = Settings().query
         parts += [
             f"\n### Cost per question, hotpotqa100 ({args.cost_questions} questions), scripted "
             "LLM (latency 0)\n",
             cost_table(cost),
-            "\nCalls and tokens follow the real prompts and loop (query defaults: max_iter 3, "
-            "top_k 5, rerank llm); seconds are local overhead only (no model latency). "
+            "\nCalls and tokens follow the real prompts and loop (query defaults: max_iter "
+            f"{q.max_iter}, top_k {q.top_k}, rerank {q.rerank}); seconds are local overhead only "
+            "(no model latency). "
             "*Recall, EM and F1 of a scripted LLM are meaningless; they need a real LLM.",
         ]
         summary["cost"] = cost.summary

@@ -93,18 +93,25 @@ class LLMSettings(_Section):
     max_tokens: int = Field(1024, ge=1, description="Max completion tokens per call.")
     timeout_s: float = Field(60.0, gt=0, description="Timeout of one call.")
     max_retries: int = Field(3, ge=0, le=10, description="Retries on timeout, 429 and 5xx.")
-    max_concurrency: int = Field(8, ge=1, le=256, description="LLM calls in flight at once.")
+    max_concurrency: int = Field(
+        16,
+        ge=1,
+        le=256,
+        description="LLM calls in flight at once; 2-4 for a local server that queues requests.",
+    )
 
 
 class QuerySettings(_Section):
     agent: Literal["deep", "naive"] = Field("deep", description="Default agent.")
     max_sub_queries: int = Field(4, ge=1, le=10)
-    top_k: int = Field(5, ge=1, le=100, description="Chunks per query per collection.")
+    top_k: int = Field(10, ge=1, le=100, description="Chunks per query per collection.")
     max_iter: int = Field(3, ge=1, le=10)
     max_gap_queries: int = Field(3, ge=0, le=10)
     rerank: Literal["llm", "llm-batch", "none"] = Field("llm", description="Chunk judgement.")
     rerank_batch_size: int = Field(8, ge=1, le=64, description="Chunks per llm-batch call.")
-    max_llm_calls: int = Field(60, ge=1, description="Budget: LLM calls per question.")
+    # The default loop's worst case: route + decompose + 4x10 + 2x3x10 verdicts + 2 reflections
+    # + answer = 105 calls, so the default budget only trips when something goes wrong.
+    max_llm_calls: int = Field(120, ge=1, description="Budget: LLM calls per question.")
     max_tokens: int = Field(200_000, ge=1, description="Budget: tokens per question.")
     timeout_s: float = Field(300.0, gt=0, description="Budget: seconds per question.")
     max_context_chunks: int = Field(20, ge=1, description="Kept chunks passed to the answer.")
