@@ -109,9 +109,8 @@ class DeepSearchAgent:
             yield ctx.note(f"decomposition failed ({problem}); searching the question as asked")
         pending = _dedupe(subs or [question], seen_queries)[: q.max_sub_queries]
         all_queries: list[str] = []
-        judged: set[str] = set()
         kept: list[Hit] = []
-        retrieved: dict[str, Hit] = {}
+        retrieved: dict[str, Hit] = {}  # every chunk judged (or being judged), by id
         fused: dict[str, float] = {}  # chunk id -> reciprocal rank fusion over all queries
         iteration = 0
 
@@ -132,8 +131,7 @@ class DeepSearchAgent:
                 new: list[Hit] = []
                 for rank, h in enumerate(hits, start=1):
                     fused[h.id] = fused.get(h.id, 0.0) + 1.0 / (_RRF_K + rank)
-                    if h.id not in judged:
-                        judged.add(h.id)
+                    if h.id not in retrieved:
                         retrieved[h.id] = h
                         new.append(h)
                 fresh.extend(new)
