@@ -12,13 +12,26 @@ from typing import Any, Literal
 
 @dataclass(frozen=True)
 class Element:
-    """A span of a parsed document: where it sits in ``Document.text`` and what it is."""
+    """A span of a parsed document: where it sits in ``Document.text`` and what it is.
+
+    Structured spans tell the chunker how to keep each chunk self-describing:
+
+    - ``kind="Table"`` with ``table_header``: ``text[start:end]`` is the header line followed by
+      one line per row (cells joined by `` | ``); the chunker splits it by rows and repeats the
+      header (and ``title``, the sheet name or table caption) in every chunk.
+    - ``kind="Record"``: one JSON record rendered as ``key: value`` lines; ``record_id`` is the
+      record's id field or its index. A record is kept whole in one chunk when it fits.
+    - ``kind="SpeakerNotes"``: a slide's notes; on slides ``page`` is the slide number.
+    """
 
     start: int
     end: int
     page: int | None = None
     heading: str | None = None
     kind: str = "text"  # unstructured's category: Title, NarrativeText, Table, ...
+    table_header: str | None = None
+    title: str | None = None
+    record_id: str | None = None
 
 
 @dataclass
