@@ -11,21 +11,27 @@ from __future__ import annotations
 
 from loaders.base import Loader
 from loaders.discovery import discover_files
+from loaders.email_loader import EmailLoader
 from loaders.json_loader import JsonLoader
 from loaders.pdf import PdfiumLoader
 from loaders.registry import LOADERS, parse_file
 from loaders.sniff import SUPPORTED_EXTENSIONS
+from loaders.tables import CsvLoader
 from loaders.text import PlainTextLoader, decode_text
 from loaders.unstructured_loader import UnstructuredLoader
+from loaders.xlsx import XlsxLoader
 
 __all__ = [
     "LOADERS",
     "SUPPORTED_EXTENSIONS",
+    "CsvLoader",
+    "EmailLoader",
     "JsonLoader",
     "Loader",
     "PdfiumLoader",
     "PlainTextLoader",
     "UnstructuredLoader",
+    "XlsxLoader",
     "decode_text",
     "discover_files",
     "parse_file",

@@ -22,12 +22,19 @@ class Loader(Protocol):
 
 @dataclass(frozen=True)
 class Part:
-    """One element's text before it is placed in ``Document.text``."""
+    """One element's text before it is placed in ``Document.text``.
+
+    ``table_header``, ``title`` and ``record_id`` are the structured fields of
+    ``deepsearcher.types.Element`` (tables, records); a table's text must start with its header.
+    """
 
     text: str
     kind: str = "NarrativeText"
     page: int | None = None
     heading: str | None = None
+    table_header: str | None = None
+    title: str | None = None
+    record_id: str | None = None
 
 
 def assemble_document(
@@ -55,7 +62,14 @@ def assemble_document(
         pieces.append(text)
         elements.append(
             Element(
-                start=pos, end=pos + len(text), page=part.page, heading=part.heading, kind=part.kind
+                start=pos,
+                end=pos + len(text),
+                page=part.page,
+                heading=part.heading,
+                kind=part.kind,
+                table_header=part.table_header,
+                title=part.title,
+                record_id=part.record_id,
             )
         )
         pos += len(text)

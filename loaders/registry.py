@@ -12,11 +12,14 @@ from deepsearcher.config import LoadingSettings
 from deepsearcher.errors import LoaderError
 from deepsearcher.types import Document
 from loaders.base import Loader, describe_exception
+from loaders.email_loader import EmailLoader
 from loaders.json_loader import JsonLoader
 from loaders.pdf import PdfiumLoader
 from loaders.sniff import check_file
+from loaders.tables import CsvLoader
 from loaders.text import PlainTextLoader
 from loaders.unstructured_loader import UnstructuredLoader
+from loaders.xlsx import XlsxLoader
 
 logger = logging.getLogger(__name__)
 
@@ -29,11 +32,12 @@ LOADERS: Mapping[str, Callable[[], Loader]] = MappingProxyType(
         "pdf": PdfiumLoader,
         "docx": UnstructuredLoader,
         "pptx": UnstructuredLoader,
-        "xlsx": UnstructuredLoader,
-        "csv": UnstructuredLoader,
+        # Tables and e-mail lose header rows, cell formats and line breaks in unstructured.
+        "xlsx": XlsxLoader,
+        "csv": CsvLoader,
         "html": UnstructuredLoader,
         "md": UnstructuredLoader,
-        "eml": UnstructuredLoader,
+        "eml": EmailLoader,
         "json": JsonLoader,
         "jsonl": JsonLoader,
     }

@@ -1,4 +1,9 @@
-"""Structured formats through unstructured: docx, pptx, xlsx, csv, html, md, eml (and txt).
+"""Structured formats through unstructured: docx, pptx, html, md (and txt).
+
+Tables (unstructured's ``metadata.text_as_html``) become ``Table`` parts with their header row
+(see ``loaders.tables``); a slide's speaker notes become a ``SpeakerNotes`` part on its page.
+CSV, xlsx and e-mail have loaders of their own (``loaders.tables``, ``loaders.xlsx``,
+``loaders.email_loader``): unstructured loses their header rows, cell formats and line breaks.
 
 unstructured is imported on first use only (it takes ~2 s and pulls in spaCy), after
 ``patch_unstructured`` has made it work offline. Text-based formats are decoded by us (see
@@ -7,9 +12,7 @@ unstructured is imported on first use only (it takes ~2 s and pulls in spaCy), a
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Iterable
-from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from deepsearcher.types import Document
 from loaders._unstructured_patch import patch_unstructured
 from loaders.base import Part, assemble_document
 from loaders.sniff import file_type_of
+from loaders.tables import parse_html_table, table_parts
 from loaders.text import read_text
 
 _EMPTY_REASON = {
@@ -37,12 +41,9 @@ class UnstructuredLoader:
         patch_unstructured()
         metadata: dict[str, Any] = {}
         elements = partition(path, metadata)
-        if file_type == "eml":
-            header = _email_header(elements)
-            subject = header[0].heading if header else None
-            parts = header + _elements_to_parts(elements, file_type, subject)
-        else:
-            parts = _elements_to_parts(elements, file_type)
+        parts = _elements_to_parts(elements, file_type)
+        if file_type == "pptx":
+            parts = _add_speaker_notes(path, parts)
         return assemble_document(
             path, parts, file_type, metadata, _EMPTY_REASON.get(file_type, "no text found")
         )
@@ -62,21 +63,9 @@ def _partition_docx(path: Path, metadata: dict[str, Any]) -> list[Any]:
 def _partition_pptx(path: Path, metadata: dict[str, Any]) -> list[Any]:
     from unstructured.partition.pptx import partition_pptx
 
-    return list(partition_pptx(filename=str(path)))
-
-
-def _partition_xlsx(path: Path, metadata: dict[str, Any]) -> list[Any]:
-    from unstructured.partition.xlsx import partition_xlsx
-
-    return list(partition_xlsx(filename=str(path)))
-
-
-def _partition_csv(path: Path, metadata: dict[str, Any]) -> list[Any]:
-    from unstructured.partition.csv import partition_csv
-
-    text, metadata["encoding"] = read_text(path)
-    data = io.BytesIO(text.encode("utf-8"))
-    return list(partition_csv(file=data, encoding="utf-8", metadata_filename=str(path)))
+    # Notes are read by ``_add_speaker_notes``: unstructured's include_slide_notes=True
+    # emits them as NarrativeText, indistinguishable from the slide's own text.
+    return list(partition_pptx(filename=str(path), include_slide_notes=False))
 
 
 def _partition_html(path: Path, metadata: dict[str, Any]) -> list[Any]:
@@ -101,22 +90,11 @@ def _partition_txt(path: Path, metadata: dict[str, Any]) -> list[Any]:
     return list(partition_text(text=text))
 
 
-def _partition_eml(path: Path, metadata: dict[str, Any]) -> list[Any]:
-    from unstructured.partition.email import partition_email
-
-    # Attachments are not partitioned: a PDF attachment would need unstructured's PDF path,
-    # which cannot be imported here (see loaders.pdf), and would fail the whole message.
-    return list(partition_email(filename=str(path), process_attachments=False))
-
-
 _PARTITIONERS: dict[str, Callable[[Path, dict[str, Any]], list[Any]]] = {
     "docx": _partition_docx,
     "pptx": _partition_pptx,
-    "xlsx": _partition_xlsx,
-    "csv": _partition_csv,
     "html": _partition_html,
     "md": _partition_md,
-    "eml": _partition_eml,
     "txt": _partition_txt,
 }
 
@@ -126,11 +104,14 @@ _PARTITIONERS: dict[str, Callable[[Path, dict[str, Any]], list[Any]]] = {
 # ---------------------------------------------------------------------------------------------
 
 
-def _elements_to_parts(
-    elements: Iterable[Any], file_type: str, heading: str | None = None
-) -> list[Part]:
-    """Keep text, category, page; the heading is the latest ``Title`` (per-format rules below)."""
+def _elements_to_parts(elements: Iterable[Any], file_type: str) -> list[Part]:
+    """Keep text, category, page; the heading is the latest ``Title`` (per-format rules below).
+
+    A ``Title`` carries its own text as heading; a table is titled by its caption, else by the
+    heading it sits under.
+    """
     parts: list[Part] = []
+    heading: str | None = None
     current_page: int | None = None
     for el in elements:
         category = str(getattr(el, "category", "") or "Text")
@@ -138,13 +119,19 @@ def _elements_to_parts(
             continue
         md = el.metadata
         text = str(el.text or "")
-        if category == "Table" and md.text_as_html:
-            text = html_table_to_text(md.text_as_html) or text
         page = md.page_number
-        if file_type in ("pptx", "xlsx") and page != current_page:
-            # A slide or sheet starts afresh: the last slide's title does not head this one.
-            heading = md.page_name if file_type == "xlsx" else None
+        if file_type == "pptx" and page != current_page:
+            # A slide starts afresh: the last slide's title does not head this one.
+            heading = None
             current_page = page
+        if category == "Table" and md.text_as_html:
+            table = parse_html_table(md.text_as_html)
+            tables = table_parts(
+                table.rows, title=table.caption or heading, heading=heading, page=page
+            )
+            if tables:
+                parts += tables
+                continue
         if category == "Title" and text.strip() and _is_heading(md, file_type):
             heading = " ".join(text.split())
         parts.append(Part(text, kind=category, page=page, heading=heading))
@@ -152,59 +139,44 @@ def _elements_to_parts(
 
 
 def _is_heading(md: Any, file_type: str) -> bool:
-    if file_type == "eml":
-        # Short body lines ("Thanks,", a signature) come out as Title; the subject heads it all.
-        return False
     if file_type == "pptx":
         # Slide body text set in a placeholder is often a Title at depth >= 1.
         return md.category_depth in (None, 0)
     return True
 
 
-def _email_header(elements: list[Any]) -> list[Part]:
-    if not elements:
-        return []
-    md = elements[0].metadata
-    subject = (md.subject or "").strip()
-    lines = [
-        f"Subject: {subject}" if subject else "",
-        f"From: {', '.join(md.sent_from)}" if md.sent_from else "",
-        f"To: {', '.join(md.sent_to)}" if md.sent_to else "",
-        f"Cc: {', '.join(md.cc_recipient)}" if getattr(md, "cc_recipient", None) else "",
-    ]
-    header = "\n".join(line for line in lines if line)
-    return [Part(header, kind="EmailHeader", heading=subject or None)] if header else []
+def _add_speaker_notes(path: Path, parts: list[Part]) -> list[Part]:
+    """Insert each slide's notes, as ``Speaker notes: ...``, after the slide's last part."""
+    from pptx import Presentation
+
+    notes: dict[int, str] = {}
+    for number, slide in enumerate(Presentation(str(path)).slides, start=1):
+        if not slide.has_notes_slide:
+            continue
+        frame = slide.notes_slide.notes_text_frame
+        # PowerPoint stores a line break inside a paragraph as a vertical tab.
+        text = frame.text.replace("\v", "\n").strip() if frame is not None else ""
+        if text:
+            notes[number] = text
+    if not notes:
+        return parts
+    out: list[Part] = []
+    heading_of: dict[int, str | None] = {}
+    for i, part in enumerate(parts):
+        out.append(part)
+        if part.page is not None:
+            heading_of[part.page] = part.heading
+        next_page = parts[i + 1].page if i + 1 < len(parts) else None
+        if part.page in notes and next_page != part.page:
+            out.append(_notes_part(notes.pop(part.page), part.page, heading_of.get(part.page)))
+    # Slides with notes but no text of their own, in slide order.
+    for number in sorted(notes):
+        at = next(
+            (i for i, p in enumerate(out) if p.page is not None and p.page > number), len(out)
+        )
+        out.insert(at, _notes_part(notes[number], number, None))
+    return out
 
 
-class _TableText(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.rows: list[list[str]] = []
-        self._cell: list[str] | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "tr":
-            self.rows.append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("td", "th") and self._cell is not None:
-            if not self.rows:
-                self.rows.append([])
-            self.rows[-1].append(" ".join("".join(self._cell).split()))
-            self._cell = None
-
-    def handle_data(self, data: str) -> None:
-        if self._cell is not None:
-            self._cell.append(data)
-
-
-def html_table_to_text(table_html: str) -> str:
-    """One line per row, cells separated by `` | ``: keeps the row structure that unstructured's
-    space-joined table text loses."""
-    parser = _TableText()
-    parser.feed(table_html)
-    parser.close()
-    lines = [" | ".join(cell for cell in row) for row in parser.rows if any(row)]
-    return "\n".join(lines)
+def _notes_part(text: str, page: int, heading: str | None) -> Part:
+    return Part(f"Speaker notes: {text}", kind="SpeakerNotes", page=page, heading=heading)
