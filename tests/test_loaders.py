@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
 import subprocess
 import sys
@@ -13,15 +15,21 @@ import pytest
 
 from deepsearcher.config import LoadingSettings
 from deepsearcher.errors import LoaderError
-from deepsearcher.types import Document
+from deepsearcher.types import Document, Element
 from loaders import SUPPORTED_EXTENSIONS, UnstructuredLoader, discover_files, parse_file
 from tests.fixture_files import (
     make_docx,
+    make_docx_with_table,
     make_eml,
     make_html,
+    make_html_with_table,
     make_pdf,
     make_pptx,
+    make_pptx_with_notes,
+    make_qp_eml,
+    make_workbook,
     make_xlsx,
+    write_csv,
     write_gbk,
     write_latin1,
 )
@@ -210,26 +218,27 @@ def test_txt_title_line_heads_paragraph(tmp_path: Path) -> None:
     assert doc.elements[1].heading == "Demon Dice"
 
 
-def test_jsonl_with_custom_text_key_counts_skipped(tmp_path: Path) -> None:
+def test_jsonl_text_key_wins_and_other_records_become_lines(tmp_path: Path) -> None:
     path = tmp_path / "notes.jsonl"
     path.write_text(
         '{"body": "The first record.", "title": "One"}\n'
         '{"text": "wrong key"}\n'
         "\n"
         '{"body": "The second record."}\n'
+        "{}\n"
         "not json\n",
         encoding="utf-8",
     )
     doc = parse_file(path, LoadingSettings(json_text_key="body"))
     assert_well_formed(doc)
-    assert element_texts(doc) == ["The first record.", "The second record."]
-    assert [e.heading for e in doc.elements] == ["One", None]
-    assert doc.metadata["records"] == 3
-    assert doc.metadata["records_skipped"] == 1
+    # A record without the text key is loaded as its fields, not skipped.
+    assert element_texts(doc) == ["The first record.", "text: wrong key", "The second record."]
+    assert [e.heading for e in doc.elements] == ["One", None, None]
+    assert [e.record_id for e in doc.elements] == ["0", "1", "2"]
+    assert {e.kind for e in doc.elements} == {"Record"}
+    assert doc.metadata["records"] == 4
+    assert doc.metadata["records_skipped"] == 1  # the empty object
     assert doc.metadata["lines_invalid"] == 1
-
-    message = load_error(path, LoadingSettings(json_text_key="content"))
-    assert "no text found" in message and "'content'" in message
 
 
 def test_json_list_of_title_text(tmp_path: Path) -> None:
@@ -242,11 +251,296 @@ def test_json_list_of_title_text(tmp_path: Path) -> None:
     )
     doc = parse_file(path, SETTINGS)
     assert_well_formed(doc)
-    assert [e.heading for e in doc.elements] == ["Teutberga", "Theodred II"]
-    assert doc.metadata["records_skipped"] == 1
+    assert element_texts(doc) == [
+        "Teutberga was a queen of Lotharingia.",
+        "title: Empty",
+        "Theodred II was a medieval bishop.",
+    ]
+    assert [e.heading for e in doc.elements] == ["Teutberga", "Empty", "Theodred II"]
     single = tmp_path / "one.json"
     single.write_text('{"text": "Just one object."}', encoding="utf-8")
     assert parse_file(single, SETTINGS).text == "Just one object."
+
+
+# ---------------------------------------------------------------------------------------------
+# Evidence in real folders: tables keep their header, records their ids, slides their notes,
+# e-mails their header block and line breaks
+# ---------------------------------------------------------------------------------------------
+
+
+def element_with(doc: Document, needle: str) -> Element:
+    found = [e for e in doc.elements if needle in doc.text[e.start : e.end]]
+    assert len(found) == 1, f"{needle!r} in {len(found)} elements"
+    return found[0]
+
+
+def test_csv_semicolons_bom_200_rows_one_table_with_header(tmp_path: Path) -> None:
+    header = ["order_id", "customer", "city", "amount_eur", "status"]
+    rows = [header] + [
+        [f"O-{i:04d}", f"Müller & Söhne {i}", "Köln", f"{i * 10},50", "shipped"]
+        for i in range(1, 201)
+    ]
+    doc = parse_file(write_csv(tmp_path / "orders_2024.csv", rows), SETTINGS)
+    assert_well_formed(doc)
+    table = element_with(doc, "O-0150 | Müller & Söhne 150 | Köln | 1500,50 | shipped")
+    assert table.kind == "Table"
+    assert table.table_header == "order_id | customer | city | amount_eur | status"
+    assert doc.text[table.start : table.end].startswith(table.table_header + "\n")
+    assert table.title == "orders_2024"
+    assert doc.text[table.start : table.end].count("\n") == 200  # header + one line per row
+    assert doc.metadata["delimiter"] == ";"
+
+
+@pytest.mark.parametrize("delimiter", [",", "\t", "|"])
+def test_csv_other_delimiters_and_legacy_encoding(tmp_path: Path, delimiter: str) -> None:
+    rows = [
+        ["Stadt", "Einwohner", "Bundesland"],
+        ["Zürich", "421878", ""],
+        ["Graz", "", "Steiermark"],
+    ]
+    path = write_csv(tmp_path / "staedte.csv", rows, delimiter=delimiter, encoding="cp1252")
+    doc = parse_file(path, SETTINGS)
+    [table] = doc.elements
+    assert table.table_header == "Stadt | Einwohner | Bundesland"
+    # Empty cells keep their column: the values stay under the right header.
+    assert doc.text.splitlines()[1:] == ["Zürich | 421878 |", "Graz |  | Steiermark"]
+
+
+def test_xlsx_every_sheet_a_titled_table_with_displayed_values(tmp_path: Path) -> None:
+    orders = [
+        ["Open orders, exported 2024-03-04"],  # a title typed above the header
+        [],
+        ["Order", "Shipped", None, "Amount", "Discount"],
+        ["A-17", (dt.datetime(2024, 3, 1), "yyyy-mm-dd"), None, (1234.5, "#,##0.00"), (0.125, "0.0%")],
+        [],
+        ["A-18", (dt.datetime(2024, 3, 2), "d mmm yyyy"), None, (99, '"$"#,##0.00'), (0.2, "0%")],
+    ]  # fmt: skip
+    contacts = [["Name", "Phone"], ["Ann Lee", "+44 20 7946 0000"]]
+    path = make_workbook(tmp_path / "book.xlsx", {"Orders": orders, "Contacts": contacts})
+    doc = parse_file(path, SETTINGS)
+    assert_well_formed(doc)
+    tables = [e for e in doc.elements if e.kind == "Table"]
+    assert [(t.title, t.page) for t in tables] == [("Orders", 1), ("Contacts", 2)]
+    assert tables[0].table_header == "Order | Shipped | Amount | Discount"  # empty column gone
+    assert doc.text[tables[0].start : tables[0].end].splitlines()[1:] == [
+        "A-17 | 2024-03-01 | 1,234.50 | 12.5%",
+        "A-18 | 2 Mar 2024 | $99.00 | 20%",
+    ]
+    assert "Open orders, exported 2024-03-04" in doc.text
+    assert "00:00:00" not in doc.text
+    assert tables[1].table_header == "Name | Phone" and "Ann Lee | +44 20 7946 0000" in doc.text
+    assert doc.metadata["sheets"] == ["Orders", "Contacts"]
+
+
+def test_html_table_header_and_caption(tmp_path: Path) -> None:
+    rows = [["Plan", "Monthly price", "Seats"], ["Basic", "19 EUR", "3"], ["Pro", "49 EUR", "10"]]
+    doc = parse_file(
+        make_html_with_table(tmp_path / "p.html", "Pricing", "Plans 2024", rows), SETTINGS
+    )
+    table = element_with(doc, "Pro | 49 EUR | 10")
+    assert (table.kind, table.table_header) == ("Table", "Plan | Monthly price | Seats")
+    assert table.title == "Plans 2024" and table.heading == "Pricing"
+    assert doc.text[table.start : table.end].startswith("Plan | Monthly price | Seats\n")
+
+    no_caption = make_html_with_table(tmp_path / "q.html", "Pricing", None, rows)
+    assert element_with(parse_file(no_caption, SETTINGS), "Pro | 49 EUR").title == "Pricing"
+
+
+def test_docx_table_header_and_title_from_heading(tmp_path: Path) -> None:
+    rows = [["Site", "Contact", "Phone"], ["Berlin", "Ann", "030 123"], ["Paris", "Bob", "01 456"]]
+    doc = parse_file(make_docx_with_table(tmp_path / "sites.docx", "Sites", rows), SETTINGS)
+    assert_well_formed(doc)
+    table = element_with(doc, "Paris | Bob | 01 456")
+    assert (table.kind, table.table_header, table.title) == (
+        "Table",
+        "Site | Contact | Phone",
+        "Sites",
+    )
+    assert element_with(doc, "duty manager").heading == "Escalation"
+
+
+def test_pptx_speaker_notes_on_their_slide(tmp_path: Path) -> None:
+    path = make_pptx_with_notes(
+        tmp_path / "deck.pptx",
+        [
+            ("Roadmap", "Ship the loader in March", "Mention the budget risk.\nAsk for two hires."),
+            ("Risks", "Offline machines", None),
+            ("Close", "Questions", "Budget owner is Priya"),
+        ],
+    )
+    doc = parse_file(path, SETTINGS)
+    assert_well_formed(doc)
+    notes = [e for e in doc.elements if e.kind == "SpeakerNotes"]
+    assert [(e.page, doc.text[e.start : e.end]) for e in notes] == [
+        (1, "Speaker notes: Mention the budget risk.\nAsk for two hires."),
+        (3, "Speaker notes: Budget owner is Priya"),
+    ]
+    # Each slide's notes follow its own text, before the next slide.
+    pages = [e.page for e in doc.elements]
+    assert pages == sorted(pages)
+    assert notes[0].heading == "Roadmap"
+
+
+EMAIL_BODY = (
+    "Hi Lee,\n\n"
+    "The shipment for order 4471 is delayed at the Rotterdam terminal because of a customs "
+    "inspection — we expect it to clear tomorrow morning. New plan:\n"
+    "ETA: 12 March 2024\n"
+    "Carrier: DHL Freight\n"
+    "Tracking: JD014600006281\n\n"
+    "What we will do:\n"
+    "- expedite customs clearance\n"
+    "- refund the shipping fee\n"
+    "- call you on Friday\n\n"
+    "Best regards,\nDana"
+)
+
+
+@pytest.mark.parametrize("html_only", [False, True])
+def test_email_header_block_date_and_line_breaks(tmp_path: Path, html_only: bool) -> None:
+    path = make_qp_eml(
+        tmp_path / "eta.eml",
+        "Order 4471: new ETA",
+        EMAIL_BODY,
+        html_only=html_only,
+        cc="ops@ex.com",
+    )
+    assert b"quoted-printable" in path.read_bytes()
+    doc = parse_file(path, SETTINGS)
+    assert_well_formed(doc)
+    header = doc.elements[0]
+    assert header.kind == "EmailHeader"
+    assert doc.text[header.start : header.end] == (
+        "From: Dana Ops <dana.ops@example.com>\n"
+        "To: Lee Buyer <lee@customer.example>\n"
+        "Cc: ops@ex.com\n"
+        "Date: Tue, 05 Mar 2024 14:30:00 +0100\n"
+        "Subject: Order 4471: new ETA"
+    )
+    assert doc.metadata["date"] == "2024-03-05T14:30:00+01:00"
+    assert doc.metadata["from"] == "Dana Ops <dana.ops@example.com>"
+    assert doc.metadata["to"] == "Lee Buyer <lee@customer.example>"
+    assert (doc.metadata["cc"], doc.metadata["subject"]) == ("ops@ex.com", "Order 4471: new ETA")
+    # The long line survives quoted-printable soft breaks; the ETA block and the list keep
+    # their lines.
+    assert "customs inspection — we expect it to clear tomorrow morning." in doc.text
+    assert "ETA: 12 March 2024\nCarrier: DHL Freight\nTracking: JD014600006281" in doc.text
+    assert (
+        "- expedite customs clearance\n- refund the shipping fee\n- call you on Friday" in doc.text
+    )
+    assert {e.heading for e in doc.elements} == {"Order 4471: new ETA"}
+
+
+def test_jsonl_export_without_text_field(tmp_path: Path) -> None:
+    path = tmp_path / "tickets.jsonl"
+    tickets = [
+        {
+            "ticket_id": f"T-{1000 + i}",
+            "subject": f"Badge reader {i} offline",
+            "customer": {"name": "Acme GmbH", "tier": "gold"},
+            "tags": ["hardware", "access"],
+            "assignee": None,
+        }
+        for i in range(10)
+    ]
+    path.write_text("\n".join(json.dumps(t) for t in tickets), encoding="utf-8")
+    doc = parse_file(path, SETTINGS)
+    assert_well_formed(doc)
+    assert [e.record_id for e in doc.elements] == [f"T-{1000 + i}" for i in range(10)]
+    assert {e.kind for e in doc.elements} == {"Record"}
+    record = doc.elements[7]
+    assert record.title == "Badge reader 7 offline"
+    assert doc.text[record.start : record.end] == (
+        "ticket_id: T-1007\n"
+        "subject: Badge reader 7 offline\n"
+        "customer.name: Acme GmbH\n"
+        "customer.tier: gold\n"
+        "tags: hardware, access"
+    )
+    assert doc.metadata["records_skipped"] == 0
+
+
+def test_json_objects_become_records(tmp_path: Path) -> None:
+    sla = {
+        "contract": "SLA-2024-ACME",
+        "customer": {"name": "Acme GmbH", "contact": {"email": "it@acme.example"}},
+        "response_times": {"p1": {"first_response": "1h", "resolution": "8h"}},
+        "service_credits": [{"priority": "p1", "credit_pct": 10}],
+        "support_hours": ["Mon-Fri", "08:00-18:00 CET"],
+        "active": True,
+    }
+    path = tmp_path / "sla.json"
+    path.write_text(json.dumps(sla, indent=2), encoding="utf-8")
+    doc = parse_file(path, SETTINGS)
+    [record] = doc.elements
+    assert record.kind == "Record"
+    assert doc.text.splitlines() == [
+        "contract: SLA-2024-ACME",
+        "customer.name: Acme GmbH",
+        "customer.contact.email: it@acme.example",
+        "response_times.p1.first_response: 1h",
+        "response_times.p1.resolution: 8h",
+        "service_credits[0].priority: p1",
+        "service_credits[0].credit_pct: 10",
+        "support_hours: Mon-Fri, 08:00-18:00 CET",
+        "active: true",
+    ]
+
+    by_key = tmp_path / "sites.json"
+    by_key.write_text(
+        json.dumps({"BER": {"city": "Berlin", "desks": 40}, "PAR": {"city": "Paris", "desks": 25}}),
+        encoding="utf-8",
+    )
+    doc = parse_file(by_key, SETTINGS)
+    assert [e.record_id for e in doc.elements] == ["BER", "PAR"]
+    assert element_texts(doc) == [
+        "BER.city: Berlin\nBER.desks: 40",
+        "PAR.city: Paris\nPAR.desks: 25",
+    ]
+
+    export = tmp_path / "export.json"
+    export.write_text(
+        json.dumps({"exported": "2024-05-01", "items": [{"sku": "A1", "qty": 3}, {"sku": "B2"}]}),
+        encoding="utf-8",
+    )
+    doc = parse_file(export, SETTINGS)
+    assert element_texts(doc) == ["exported: 2024-05-01", "sku: A1\nqty: 3", "sku: B2"]
+
+
+def test_json_with_nothing_in_it_is_reported(tmp_path: Path) -> None:
+    for name, content in (("a.json", "[]"), ("b.json", "{}"), ("c.jsonl", "{}\nnull\n")):
+        (tmp_path / name).write_text(content, encoding="utf-8")
+        assert load_error(tmp_path / name).startswith("no text found")
+
+
+SECTIONS = [("Scope", "The policy covers laptops."), ("Passwords", "Use fourteen characters.")]
+
+
+@pytest.mark.parametrize("suffix", ["md", "html", "docx", "pdf", "txt"])
+def test_each_element_carries_the_heading_it_is_under(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"policy.{suffix}"
+    if suffix == "md":
+        path.write_text("".join(f"# {h}\n\n{p}\n\n" for h, p in SECTIONS), encoding="utf-8")
+    elif suffix == "html":
+        body = "".join(f"<h2>{h}</h2><p>{p}</p>" for h, p in SECTIONS)
+        path.write_text(f"<html><body>{body}</body></html>", encoding="utf-8")
+    elif suffix == "docx":
+        import docx
+
+        d = docx.Document()
+        for h, p in SECTIONS:
+            d.add_heading(h, level=1)
+            d.add_paragraph(p)
+        d.save(str(path))
+    elif suffix == "pdf":
+        make_pdf(path, ["\n".join(f"# {h}\n{p}\n" for h, p in SECTIONS)])
+    else:
+        path.write_text("".join(f"{h}\n\n{p}\n\n" for h, p in SECTIONS), encoding="utf-8")
+    doc = parse_file(path, SETTINGS)
+    heading_of = {doc.text[e.start : e.end]: e.heading for e in doc.elements}
+    for h, p in SECTIONS:
+        assert heading_of[h] == h  # a heading heads itself, not the section before
+        assert heading_of[p] == h
 
 
 # ---------------------------------------------------------------------------------------------
