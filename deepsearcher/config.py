@@ -118,13 +118,32 @@ class QuerySettings(_Section):
 
 
 class ServerSettings(_Section):
-    host: str = "127.0.0.1"
-    port: int = Field(8000, ge=0, le=65535)
+    host: str = Field("127.0.0.1", description="Interface to bind (non-loopback needs API keys).")
+    port: int = Field(8000, ge=0, le=65535, description="Port to listen on.")
     load_root: str | None = Field(None, description="Only paths under it may be loaded via HTTP.")
-    cors_origins: list[str] = Field(default_factory=list)
-    max_concurrent_searches: int = Field(4, ge=1)
-    request_timeout_s: float = Field(300.0, gt=0)
-    max_request_mb: float = Field(50.0, gt=0)
+    cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Browser origins (scheme://host:port) allowed to call the server: they get "
+        "CORS headers and, without API keys, pass the cross-origin check. '*' allows any.",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names accepted in the Host header without API keys, besides loopback "
+        "(a proxy's public name). '*' accepts any (turns off the DNS-rebinding check).",
+    )
+    max_concurrent_searches: int = Field(4, ge=1, description="Searches running at once.")
+    max_queued_searches: int = Field(
+        64,
+        ge=0,
+        description="Searches waiting for a free slot, first come first served; beyond it 429 "
+        "with a Retry-After from the expected wait. The wait does not count toward "
+        "request_timeout_s.",
+    )
+    request_timeout_s: float = Field(300.0, gt=0, description="Seconds one search may take (504).")
+    max_request_mb: float = Field(50.0, gt=0, description="Largest request body (413).")
+    max_question_chars: int = Field(
+        8000, ge=1, description="Longest question accepted, in characters (400)."
+    )
 
 
 class WebSearchSettings(_Section):

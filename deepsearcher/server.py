@@ -3,13 +3,15 @@ a small REST surface for queries, loads and health.
 
 ``create_app`` builds the FastAPI app around a ``DeepSearcher``; ``run_server`` serves it with
 uvicorn. The server process owns the Milvus Lite database, so loads run here too. Wire formats
-live in ``server_openai``; keys, body limit and the search bound in ``server_guard``.
+live in ``server_openai``; keys, browser checks, body limit and the search queue in
+``server_guard``; what clients may see of paths and internal addresses in ``server_public``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -31,6 +33,7 @@ from deepsearcher.server_guard import (
     API_KEYS_ENV,
     APIKeyMiddleware,
     BodyLimitMiddleware,
+    BrowserGuardMiddleware,
     SearchSlot,
     SearchSlots,
     check_bind,
@@ -47,12 +50,14 @@ from deepsearcher.server_openai import (
     RequestError,
     answer_details,
     chat_completion,
+    check_question,
     error_response,
     history_turns,
     parse_body,
     sources_markdown,
     sse,
 )
+from deepsearcher.server_public import PublicView, common_root
 from deepsearcher.store import validate_collection_name
 from deepsearcher.types import (
     Answer,
@@ -128,27 +133,52 @@ class _EventStreamResponse(StreamingResponse):
 
 
 class _Service:
-    """The search endpoints' work: the bound on concurrent searches, timeouts, streaming."""
+    """The search endpoints' work: the search queue, timeouts, streaming, and what of it the
+    client sees."""
 
-    def __init__(self, searcher: DeepSearcher, settings: Settings) -> None:
+    def __init__(self, searcher: DeepSearcher, settings: Settings, loads: HTTPLoads) -> None:
         self.searcher = searcher
         self.server = settings.server
-        self.slots = SearchSlots(self.server.max_concurrent_searches)
+        self.loads = loads
+        self.slots = SearchSlots(
+            self.server.max_concurrent_searches, self.server.max_queued_searches
+        )
+        self._roots: dict[str, Path | None] = {}
+        self.view = PublicView(settings, loads.upload_dir, self._roots.get)
 
     # -- searching --------------------------------------------------------------------------
 
-    def acquire(self) -> SearchSlot:
-        slot = self.slots.try_acquire()
+    async def acquire(self) -> SearchSlot:
+        slot = await self.slots.acquire()
         if slot is None:
+            wait = self.slots.expected_wait_s()
             raise RequestError(
                 429,
-                f"server busy: {self.slots.limit} searches already running",
+                f"server busy: {self.slots.limit} searches running and "
+                f"{self.slots.max_queued} waiting",
                 type_="rate_limit_error",
                 code="server_busy",
-                hint="retry after a moment, or raise server.max_concurrent_searches",
-                headers={"Retry-After": "1"},
+                hint="retry after the Retry-After seconds, or raise "
+                "server.max_queued_searches / server.max_concurrent_searches",
+                headers={"Retry-After": str(max(1, math.ceil(wait)))},
             )
         return slot
+
+    async def public_answer(self, answer: Answer) -> Answer:
+        """The answer with source paths relative to a root the client knows of."""
+        for name in self.loads.loaded:  # loaded since: their common folder may have moved up
+            self._roots.pop(name, None)
+        self.loads.loaded.clear()
+        store = self.searcher.store
+        for name in {s.collection for s in answer.sources if s.kind == "doc"} - set(self._roots):
+            records = await asyncio.to_thread(store.file_records, name)
+            self._roots[name] = common_root(records)
+        return self.view.answer(answer)
+
+    async def public_event(self, event: Event) -> Event:
+        if isinstance(event, DoneEvent) and event.answer is not None:
+            return DoneEvent(answer=await self.public_answer(event.answer))
+        return self.view.event(event)
 
     async def check_collections(self, names: list[str]) -> None:
         store = await asyncio.to_thread(lambda: self.searcher.store)
@@ -202,15 +232,39 @@ class _Service:
     async def answer(
         self, question: str, history: list[ChatMessage], options: dict[str, Any]
     ) -> Answer:
-        slot = self.acquire()
+        slot = await self.acquire()
         try:
-            return await asyncio.wait_for(
+            answer = await asyncio.wait_for(
                 self._collect(question, history, options), self.server.request_timeout_s
             )
         except TimeoutError:
             raise _timeout_error(self.server.request_timeout_s) from None
         finally:
             slot.release()
+        return await self.public_answer(answer)
+
+    async def answer_unless_gone(
+        self,
+        request: Request,
+        question: str,
+        history: list[ChatMessage],
+        options: dict[str, Any],
+    ) -> Answer | None:
+        """The answer, or None when the client hung up first: then the search (and its LLM
+        calls) is cancelled rather than finished for nobody."""
+        search = asyncio.create_task(self.answer(question, history, options))
+        gone = asyncio.create_task(_disconnected(request))
+        try:
+            await asyncio.wait({search, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+            if not search.done():
+                search.cancel()
+                await asyncio.wait({search})  # its slot is released before we go on
+        if search.cancelled():
+            logger.info("client disconnected: search cancelled")
+            return None
+        return search.result()
 
     async def _collect(
         self, question: str, history: list[ChatMessage], options: dict[str, Any]
@@ -223,7 +277,7 @@ class _Service:
     async def stream_chat(
         self, req: ChatRequest, question: str, history: list[ChatMessage], options: dict[str, Any]
     ) -> Response:
-        slot = self.acquire()
+        slot = await self.acquire()
         timeout = self.server.request_timeout_s
         deadline = asyncio.get_running_loop().time() + timeout
         pump = _EventPump(self.events(question, history, options))
@@ -248,6 +302,7 @@ class _Service:
         noted_after_text = False
         try:
             while event is not None:
+                event = await self.public_event(event)
                 if isinstance(event, AnswerDeltaEvent):
                     told.append(event.text)
                     yield out.frame({"content": event.text})
@@ -279,7 +334,7 @@ class _Service:
             raise errors.DeepSearcherError("the search ended without an answer")
         except (RequestError, errors.DeepSearcherError) as exc:
             # Headers are gone: the OpenAI clients raise on an error object in the stream.
-            body = error_response(exc).body
+            body = error_response(exc, self.view.text).body
             yield sse(bytes(body).decode())
 
     # -- health -----------------------------------------------------------------------------
@@ -291,7 +346,7 @@ class _Service:
             infos = await asyncio.wait_for(asyncio.to_thread(self.searcher.collections), 10)
             body["store"] = {"ok": True, "collections": len(infos)}
         except (errors.DeepSearcherError, TimeoutError) as exc:
-            body["store"] = {"ok": False, "error": str(exc) or "timed out"}
+            body["store"] = {"ok": False, "error": self.view.text(str(exc)) or "timed out"}
             body["status"], status = "unavailable", 503
         body["llm"] = await _probe_llm(self.searcher.settings)
         if body["llm"].get("reachable") is False and status == 200:
@@ -327,10 +382,10 @@ def create_app(
 ) -> FastAPI:
     """The HTTP app around ``searcher``. ``settings.server`` sets the limits; with ``api_keys``
     every endpoint but ``/healthz`` needs ``Authorization: Bearer <key>``."""
-    svc = _Service(searcher, settings)
     loads = HTTPLoads(
         searcher, settings.server, upload_dir or default_upload_dir(searcher.settings)
     )
+    svc = _Service(searcher, settings, loads)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -349,7 +404,7 @@ def create_app(
         RequestValidationError,
     )
     for exc_type in (*handled, Exception):
-        app.add_exception_handler(exc_type, lambda _req, exc: error_response(exc))
+        app.add_exception_handler(exc_type, lambda _req, exc: error_response(exc, svc.view.text))
 
     # Added innermost first: CORS must see preflights and decorate 401s, so it goes outside.
     app.add_middleware(
@@ -364,18 +419,30 @@ def create_app(
             allow_methods=["GET", "POST", "OPTIONS"],
             allow_headers=["Authorization", "Content-Type"],
         )
+    # Outermost: a page the user opens is refused before anything else looks at its request.
+    bind = settings.server.host
+    own = [] if bind in ("", "0.0.0.0", "::") else [bind.strip("[]")]
+    app.add_middleware(
+        BrowserGuardMiddleware,
+        check_origin=not api_keys,
+        allowed_hosts=[*settings.server.allowed_hosts, *own],
+        allowed_origins=settings.server.cors_origins,
+        multipart_paths=["/v1/load"],
+    )
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
         req: ChatRequest = parse_body(await request.body(), ChatRequest)
-        question, history = req.question_and_history()
+        question, history = req.question_and_history(settings.server.max_question_chars)
         options = req.options()
         if req.model and req.model != DEFAULT_MODEL:
             await svc.check_collections([req.model])
             options["collections"] = [req.model]
         if req.stream:
             return await svc.stream_chat(req, question, history, options)
-        answer = await svc.answer(question, history, options)
+        answer = await svc.answer_unless_gone(request, question, history, options)
+        if answer is None:
+            return Response(status_code=499)  # nobody is listening; uvicorn drops it
         return JSONResponse(chat_completion(answer, req.model))
 
     @app.get("/v1/models")
@@ -391,14 +458,17 @@ def create_app(
         return {"object": "list", "data": data}
 
     @app.post("/v1/query")
-    async def query(request: Request) -> dict[str, Any]:
+    async def query(request: Request) -> Response:
         req: QueryRequest = parse_body(await request.body(), QueryRequest)
+        check_question(req.question, settings.server.max_question_chars)
         options = req.options()
         if req.collections:
             await svc.check_collections(req.collections)
             options["collections"] = req.collections
-        answer = await svc.answer(req.question, [], options)
-        return answer.to_dict()
+        answer = await svc.answer_unless_gone(request, req.question, [], options)
+        if answer is None:
+            return Response(status_code=499)
+        return JSONResponse(answer.to_dict())
 
     @app.post("/v1/load")
     async def load(request: Request) -> dict[str, Any]:
@@ -406,7 +476,7 @@ def create_app(
             report = await loads.load_uploads(request)
         else:
             report = await loads.load_paths(parse_body(await request.body(), LoadRequest))
-        return report.to_dict()
+        return svc.view.report(report).to_dict()
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
@@ -418,6 +488,13 @@ def create_app(
         return JSONResponse(body, status)
 
     return app
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client closes the connection. Called once the body is read: the
+    server's receive channel then only ever says ``http.disconnect``."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def _model(name: str, description: str) -> dict[str, Any]:
@@ -444,6 +521,10 @@ def run_server(
     port = settings.server.port if port is None else port
     api_keys = parse_api_keys(os.environ.get(API_KEYS_ENV))
     check_bind(host, api_keys, insecure=insecure)
+    # The bound address is a name of this server: Host headers naming it are not rebinding.
+    settings = settings.model_copy(
+        update={"server": settings.server.model_copy(update={"host": host})}
+    )
     if not api_keys:
         logger.warning("serving without API keys (set %s to require them)", API_KEYS_ENV)
     import uvicorn

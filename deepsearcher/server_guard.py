@@ -1,14 +1,20 @@
-"""What stands between the network and the searcher: API keys, the bind check, the request body
-limit and the bound on concurrent deep searches. Plain ASGI, so it also covers 404s and streams.
+"""What stands between the network and the searcher: API keys, the bind check, the browser
+checks (Host, Origin, Content-Type), the request body limit and the bound on concurrent deep
+searches with its queue. Plain ASGI, so it also covers 404s and streams.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
 import json
+import math
+import time
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -101,6 +107,100 @@ class APIKeyMiddleware:
         await send_error(send, 401, body, [(b"www-authenticate", b"Bearer")])
 
 
+def _host_name(host_header: str) -> str:
+    """``example.com:8000`` -> ``example.com``; ``[::1]:8000`` -> ``::1``."""
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        return host[1 : host.find("]")] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def is_loopback_name(name: str) -> bool:
+    """A Host name that only this machine can mean: localhost (and *.localhost), loopback IPs."""
+    return is_loopback(name) or name.endswith(".localhost")
+
+
+class BrowserGuardMiddleware:
+    """Keeps web pages the user opens away from the server.
+
+    A page on another origin can make the browser POST a ``text/plain`` or multipart body
+    without a preflight (CSRF), and a page on a name that an attacker re-points at 127.0.0.1
+    can even read the answers (DNS rebinding). Without API keys, so: the Host must be a loopback
+    name or address or one of ``allowed_hosts``; a request carrying an Origin must come from
+    the server's own origin or one of ``allowed_origins`` (clients without Origin, such as curl
+    and the SDKs, pass). With keys a page cannot send the key, so only the Content-Type rule
+    applies: JSON bodies must say ``application/json`` (multipart only for uploads), which no
+    page can send cross-origin without a preflight that CORS refuses.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        check_origin: bool,
+        allowed_hosts: Sequence[str] = (),
+        allowed_origins: Sequence[str] = (),
+        multipart_paths: Sequence[str] = (),
+    ) -> None:
+        self.app = app
+        self.check_origin = check_origin
+        self.allowed_hosts = {h.strip().lower() for h in allowed_hosts}
+        self.allowed_origins = {o.strip().rstrip("/").lower() for o in allowed_origins}
+        self.multipart_paths = frozenset(multipart_paths)
+
+    def _refusal(self, scope: Scope) -> tuple[int, dict[str, Any]] | None:
+        headers = dict(scope["headers"])
+        if self.check_origin and scope["path"] not in OPEN_PATHS:
+            host = headers.get(b"host", b"").decode("latin-1")
+            if "*" not in self.allowed_hosts and not (
+                is_loopback_name(_host_name(host)) or _host_name(host) in self.allowed_hosts
+            ):
+                return 403, error_body(
+                    "request refused: the Host header is not a name of this server",
+                    "permission_error",
+                    "host_not_allowed",
+                    "call the server as localhost or 127.0.0.1, or add the name clients use "
+                    "to server.allowed_hosts (or set DEEPSEARCHER_API_KEYS)",
+                )
+            origin = headers.get(b"origin")
+            if origin is not None and not self._origin_allowed(origin.decode("latin-1"), host):
+                return 403, error_body(
+                    "request refused: cross-origin browser requests are not allowed",
+                    "permission_error",
+                    "origin_not_allowed",
+                    "add the web page's origin (scheme://host:port) to server.cors_origins, "
+                    "or call the server from outside a browser",
+                )
+        if scope.get("method") in ("POST", "PUT", "PATCH"):
+            raw = headers.get(b"content-type", b"").decode("latin-1")
+            media = raw.split(";", 1)[0].strip().lower()
+            multipart = scope["path"] in self.multipart_paths
+            if media != "application/json" and not (multipart and media == "multipart/form-data"):
+                shown = media or "none"
+                return 415, error_body(
+                    f"unsupported Content-Type: {shown[:100]}",
+                    "invalid_request_error",
+                    "unsupported_media_type",
+                    "send the body as JSON with 'Content-Type: application/json'"
+                    + (" (or files as multipart/form-data)" if multipart else ""),
+                )
+        return None
+
+    def _origin_allowed(self, origin: str, host: str) -> bool:
+        origin = origin.strip().rstrip("/").lower()
+        if "*" in self.allowed_origins or origin in self.allowed_origins:
+            return True
+        parts = urlsplit(origin)
+        # Same origin: the page was served by this very host (already checked above).
+        return parts.scheme in ("http", "https") and parts.netloc == host.strip().lower()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (refusal := self._refusal(scope)) is not None:
+            await send_error(send, *refusal)
+            return
+        await self.app(scope, receive, send)
+
+
 class _TooLarge(Exception):
     pass
 
@@ -159,23 +259,77 @@ class SearchSlot:
 
     def __init__(self, owner: SearchSlots) -> None:
         self._owner: SearchSlots | None = owner
+        self._since = time.monotonic()
 
     def release(self) -> None:
         if self._owner is not None:
-            self._owner.in_use -= 1
+            self._owner.record(time.monotonic() - self._since)
+            self._owner.hand_on()
             self._owner = None
 
 
 class SearchSlots:
-    """A non-blocking bound on concurrent deep searches. A burst beyond it gets 429 at once
-    rather than a queue that would time out anyway. Used from the event loop thread only."""
+    """A bound on concurrent deep searches with a first-come-first-served queue in front.
 
-    def __init__(self, limit: int) -> None:
+    A burst beyond the slots waits its turn instead of being refused: refusing at once made
+    every client retry after the same second, so retries collided again (a 429 storm). Only
+    when the queue is full is a request refused, with the wait it would have had as
+    ``Retry-After``. Used from the event loop thread only.
+    """
+
+    def __init__(self, limit: int, max_queued: int = 0) -> None:
         self.limit = limit
+        self.max_queued = max_queued
         self.in_use = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._mean_s: float | None = None  # how long a search holds a slot, smoothed
+
+    @property
+    def queued(self) -> int:
+        return sum(not w.done() for w in self._waiters)
+
+    def record(self, seconds: float) -> None:
+        self._mean_s = seconds if self._mean_s is None else 0.8 * self._mean_s + 0.2 * seconds
+
+    def expected_wait_s(self) -> float:
+        """Seconds until a request arriving now would start: the queue ahead of it drains
+        ``limit`` searches at a time."""
+        waves = math.ceil((self.queued + 1) / self.limit)
+        return waves * (self._mean_s if self._mean_s is not None else 1.0)
 
     def try_acquire(self) -> SearchSlot | None:
-        if self.in_use >= self.limit:
+        if self.in_use >= self.limit or self.queued:
             return None
         self.in_use += 1
         return SearchSlot(self)
+
+    async def acquire(self) -> SearchSlot | None:
+        """A slot, after waiting in line if need be; None when the line is full."""
+        slot = self.try_acquire()
+        if slot is not None:
+            return slot
+        if self.queued >= self.max_queued:
+            return None
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                self.hand_on()  # granted just as the request went away: pass the slot on
+            else:
+                waiter.cancel()
+            raise
+        finally:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+        return SearchSlot(self)
+
+    def hand_on(self) -> None:
+        """A slot is free: give it to the first waiter still waiting, else mark it free."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)  # the slot changes hands; in_use stays
+                return
+        self.in_use -= 1

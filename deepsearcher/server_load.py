@@ -23,10 +23,12 @@ from deepsearcher.searcher import DeepSearcher
 from deepsearcher.server_openai import LoadRequest, RequestError
 from deepsearcher.store import validate_collection_name
 from deepsearcher.types import LoadFailure, LoadReport
+from loaders.sniff import file_type_of, unsupported_reason
 
 logger = logging.getLogger(__name__)
 Prepared = tuple[list[Path], list[LoadFailure]]  # paths to load, files refused
 _SAFE_NAME = re.compile(r"[^\w.\- ()+@]")
+_MAX_PATH_CHARS = 4096  # PATH_MAX on Linux: longer paths only ever fail (ENAMETOOLONG)
 
 
 def default_upload_dir(settings: Settings) -> Path:
@@ -60,23 +62,44 @@ class HTTPLoads:
         self.upload_dir = upload_dir
         self.lock = asyncio.Lock()  # ingestion into one database runs one at a time
         self._background: set[asyncio.Task[Any]] = set()
+        self.loaded: set[str] = set()  # collections changed since the server last looked
 
     async def run_load(
-        self, prepare: Callable[[], Awaitable[Prepared]], collection: str | None, **kw: Any
+        self,
+        prepare: Callable[[], Awaitable[Prepared]],
+        collection: str | None,
+        *,
+        job: Callable[[], Awaitable[LoadReport]] | None = None,
+        cleanup: _Published | None = None,
+        **kw: Any,
     ) -> LoadReport:
         """Load under the lock. A load that outlives the request timeout is not cancelled (that
-        would leave the database mid-file); the client gets a 504 and the load finishes."""
+        would leave the database mid-file); the client gets a 504 and the load finishes.
+        ``job`` replaces the plain load of the prepared paths; ``cleanup`` is rolled back if a
+        load that went on in the background fails."""
         name = _collection_name(collection or self.searcher.settings.vector_store.collection)
 
-        async def job() -> LoadReport:
+        async def run() -> LoadReport:
             async with self.lock:
                 paths, refused = await prepare()
-                report = await self.searcher.aload(paths, name, **kw)
+                if job is not None:
+                    report = await job()
+                else:
+                    report = await self.searcher.aload(paths, name, **kw)
                 report.failures.extend(refused)
                 report.files_failed += len(refused)
+                self.loaded.add(name)
                 return report
 
-        task = asyncio.create_task(job())
+        async def run_or_roll_back() -> LoadReport:
+            try:
+                return await run()
+            except BaseException:
+                if cleanup is not None:
+                    await asyncio.to_thread(cleanup.roll_back)
+                raise
+
+        task = asyncio.create_task(run_or_roll_back())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
         try:
@@ -105,23 +128,42 @@ class HTTPLoads:
         root = Path(self.server.load_root).expanduser().resolve()
         resolved = []
         for raw in raw_paths:
+            shown = raw if len(raw) <= 200 else raw[:200] + "..."
+            if len(raw) > _MAX_PATH_CHARS or "\x00" in raw:
+                raise RequestError(
+                    400,
+                    f"invalid path {shown!r}: longer than {_MAX_PATH_CHARS} characters or "
+                    "holding a NUL byte",
+                    code="invalid_path",
+                    hint="send paths relative to server.load_root",
+                )
             try:
                 # Relative paths are relative to the root; resolve() follows every symlink.
                 path = (root / raw).resolve()
+                inside = path.is_relative_to(root)
+                exists = inside and path.exists()
             except (OSError, ValueError) as exc:
-                raise RequestError(400, f"invalid path {raw!r}: {exc}") from None
-            if not path.is_relative_to(root):
+                # The OS error names the absolute path: the log gets it, the client the reason.
+                logger.info("invalid load path %r: %s", raw, exc)
+                reason = (
+                    os.strerror(exc.errno) if isinstance(exc, OSError) and exc.errno else "invalid"
+                )
+                raise RequestError(
+                    400, f"invalid path {shown!r}: {reason}", code="invalid_path"
+                ) from None
+            if not inside:
                 raise RequestError(
                     403,
-                    f"path is outside server.load_root: {raw}",
+                    f"path is outside server.load_root: {shown}",
                     type_="permission_error",
                     code="path_outside_load_root",
-                    hint=f"only paths under {root} may be loaded",
+                    hint="only paths under server.load_root may be loaded; relative paths start "
+                    "from it",
                 )
-            if not path.exists():
+            if not exists:
                 raise RequestError(
                     404,
-                    f"no such file or folder: {raw}",
+                    f"no such file or folder: {shown}",
                     type_="not_found_error",
                     code="path_not_found",
                 )
@@ -139,6 +181,9 @@ class HTTPLoads:
         )
 
     async def load_uploads(self, request: Request) -> LoadReport:
+        """Uploaded files are kept under the upload folder only if they load: an unsupported
+        one refuses the request before anything is written, and a file the load rejects (or a
+        load that fails) is removed again, the earlier upload of the same name put back."""
         async with request.form(max_files=1000, max_fields=100) as form:
             uploads = [
                 v
@@ -157,28 +202,92 @@ class HTTPLoads:
             names = [safe_filename(u.filename) for u in uploads]
             if len(set(names)) < len(names):
                 raise RequestError(400, "two uploaded files have the same name")
+            unsupported = [n for n in names if file_type_of(Path(n)) is None]
+            if unsupported:
+                raise RequestError(
+                    415,
+                    f"cannot load {unsupported[0]}: {unsupported_reason(Path(unsupported[0]))}",
+                    code="unsupported_file_type",
+                    hint="upload files of a supported type; nothing was stored",
+                )
             # Staged first, so the request can end (and close its files) while the load waits.
             staging_root = self.upload_dir / ".staging"
             await asyncio.to_thread(staging_root.mkdir, parents=True, exist_ok=True)
             staging = Path(await asyncio.to_thread(tempfile.mkdtemp, dir=staging_root))
-            for upload, fname in zip(uploads, names, strict=True):
-                await asyncio.to_thread(_copy_to, upload.file, staging / fname)
-        target = self.upload_dir / collection
+            try:
+                for upload, fname in zip(uploads, names, strict=True):
+                    await asyncio.to_thread(_copy_to, upload.file, staging / fname)
+            except BaseException:
+                await asyncio.to_thread(shutil.rmtree, staging, True)
+                raise
+        published = _Published(staging, self.upload_dir / collection, names)
+        force = fields.get("force", "").lower() in ("1", "true", "yes", "on")
 
-        def publish() -> Prepared:
-            target.mkdir(parents=True, exist_ok=True)
-            for fname in names:  # replace: re-uploading a file updates it instead of duplicating it
-                os.replace(staging / fname, target / fname)
-            shutil.rmtree(staging, ignore_errors=True)
-            return [target / fname for fname in names], []
+        async def load() -> LoadReport:
+            report = await self.searcher.aload(
+                published.paths(), collection, description=fields.get("description"), force=force
+            )
+            await asyncio.to_thread(published.drop, {f.path for f in report.failures})
+            return report
 
         async def prepare() -> Prepared:
-            return await asyncio.to_thread(publish)
+            await asyncio.to_thread(published.publish)
+            return published.paths(), []
 
-        force = fields.get("force", "").lower() in ("1", "true", "yes", "on")
-        return await self.run_load(
-            prepare, collection, description=fields.get("description"), force=force
-        )
+        try:
+            return await self.run_load(prepare, collection, job=load, cleanup=published)
+        except RequestError as exc:
+            if exc.status == 504:  # the load goes on; it keeps or drops the files itself
+                raise
+            await asyncio.to_thread(published.roll_back)
+            raise
+        except BaseException:
+            await asyncio.to_thread(published.roll_back)
+            raise
+
+
+class _Published:
+    """Uploaded files moved from staging into the collection's folder, with the files they
+    replaced kept aside until the load says whether the new ones stay."""
+
+    def __init__(self, staging: Path, target: Path, names: list[str]) -> None:
+        self.staging = staging
+        self.target = target
+        self.names = names
+        self.backup = staging / ".replaced"
+        self.moved: list[str] = []
+
+    def paths(self) -> list[Path]:
+        return [self.target / n for n in self.names]
+
+    def publish(self) -> None:
+        self.target.mkdir(parents=True, exist_ok=True)
+        self.backup.mkdir(exist_ok=True)
+        for fname in self.names:  # replace: re-uploading a file updates it, no duplicate
+            if (self.target / fname).exists():
+                os.replace(self.target / fname, self.backup / fname)
+            os.replace(self.staging / fname, self.target / fname)
+            self.moved.append(fname)
+
+    def _undo(self, fname: str) -> None:
+        (self.target / fname).unlink(missing_ok=True)
+        if (self.backup / fname).exists():
+            os.replace(self.backup / fname, self.target / fname)
+
+    def drop(self, failed_paths: set[str]) -> None:
+        """Remove the uploads the load rejected; the rest stay. Staging goes either way."""
+        failed = {os.path.realpath(p) for p in failed_paths}
+        for fname in self.moved:
+            if os.path.realpath(self.target / fname) in failed:
+                logger.info("removed rejected upload %s", self.target / fname)
+                self._undo(fname)
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+    def roll_back(self) -> None:
+        for fname in self.moved:
+            self._undo(fname)
+        self.moved = []
+        shutil.rmtree(self.staging, ignore_errors=True)
 
 
 def _collection_name(name: str) -> str:
@@ -192,16 +301,42 @@ def _collection_name(name: str) -> str:
 
 def _files_inside(paths: list[Path], root: Path, settings: Settings) -> Prepared:
     """Folders are walked here, following symlinks as a load does; a file that resolves outside
-    the root is refused and reported. Without such files the paths go to the load unchanged."""
+    the root is refused and reported by its name under the root (the log gets its target).
+    Without such files the paths go to the load unchanged."""
     from loaders import discover_files
 
     files, _skipped = discover_files(list(paths), settings.loading)  # the load reports these
     outside = [f for f in files if not f.resolve().is_relative_to(root)]
     if not outside:
         return list(paths), []
-    refused = [LoadFailure(str(f), "resolves outside server.load_root") for f in outside]
-    logger.warning("refused %d file(s) that resolve outside server.load_root", len(outside))
+    names = _names_under(paths, root, {str(f) for f in outside})
+    refused = []
+    for f in outside:
+        name = names.get(str(f), "(a file)")
+        logger.warning("refused %s: it resolves to %s, outside server.load_root", name, f)
+        refused.append(LoadFailure(name, "resolves outside server.load_root"))
     return [f for f in files if f not in outside], refused
+
+
+def _names_under(paths: list[Path], root: Path, targets: set[str]) -> dict[str, str]:
+    """For each resolved file in ``targets``, the path it was reached by, relative to root."""
+    names: dict[str, str] = {}
+    seen: set[str] = set()
+    for start in paths:
+        if not start.is_dir():
+            continue
+        for dirpath, dirnames, filenames in os.walk(start, followlinks=True):
+            real = os.path.realpath(dirpath)
+            if real in seen:
+                dirnames.clear()
+                continue
+            seen.add(real)
+            for fname in filenames:
+                walked = Path(dirpath) / fname
+                target = os.path.realpath(walked)
+                if target in targets and walked.is_relative_to(root):
+                    names.setdefault(target, walked.relative_to(root).as_posix())
+    return names
 
 
 def _log_late_load(task: asyncio.Task[LoadReport]) -> None:

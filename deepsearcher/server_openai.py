@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from deepsearcher import errors
@@ -60,8 +61,10 @@ _ERROR_STATUS: list[tuple[type[errors.DeepSearcherError], int, str, str]] = [
 ]
 
 
-def error_response(exc: Exception) -> JSONResponse:
-    """Any exception as an OpenAI-shaped error; only non-DeepSearcher errors are 500s."""
+def error_response(exc: Exception, public: Callable[[str], str] = str) -> JSONResponse:
+    """Any exception as an OpenAI-shaped error; only non-DeepSearcher errors are 500s.
+    ``public`` strips what a client must not see (internal URLs, server paths) from the texts
+    of errors raised below the server."""
     if isinstance(exc, RequestError):
         body = error_body(exc.message, exc.type, exc.code, exc.hint)
         return JSONResponse(body, exc.status, headers=exc.headers)
@@ -70,7 +73,8 @@ def error_response(exc: Exception) -> JSONResponse:
             ((s, t, c) for cls, s, t, c in _ERROR_STATUS if isinstance(exc, cls)),
             (500, "server_error", "deepsearcher_error"),
         )
-        return JSONResponse(error_body(exc.message, type_, code, exc.hint), status)
+        hint = public(exc.hint) if exc.hint else None
+        return JSONResponse(error_body(public(exc.message), type_, code, hint), status)
     if isinstance(exc, StarletteHTTPException):
         type_ = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
         return JSONResponse(
@@ -107,11 +111,19 @@ class ChatMessage(BaseModel):
     role: str
     content: str | list[dict[str, Any]] | None = None
 
+    @field_validator("content")
+    @classmethod
+    def _text_parts_hold_text(
+        cls, content: str | list[dict[str, Any]] | None
+    ) -> str | list[dict[str, Any]] | None:
+        for part in content if isinstance(content, list) else []:
+            if part.get("type", "text") == "text" and not isinstance(part.get("text"), str):
+                raise ValueError("a text content part needs a string 'text'")
+        return content
+
     def text(self) -> str:
         if isinstance(self.content, list):  # content parts: keep the text ones
-            return "".join(
-                str(p.get("text", "")) for p in self.content if p.get("type", "text") == "text"
-            )
+            return "".join(p["text"] for p in self.content if p.get("type", "text") == "text")
         return self.content or ""
 
 
@@ -123,11 +135,12 @@ class ChatRequest(SearchOptions):
     stream: bool = False
     stream_options: dict[str, Any] | None = None
 
-    def question_and_history(self) -> tuple[str, list[ChatMessage]]:
+    def question_and_history(self, max_chars: int) -> tuple[str, list[ChatMessage]]:
         last = self.messages[-1]
         question = last.text().strip()
         if last.role != "user" or not question:
             raise RequestError(400, "the last message must be a user message holding the question")
+        check_question(question, max_chars)
         history = [
             m for m in self.messages[:-1] if m.role in ("user", "assistant") and m.text().strip()
         ]
@@ -153,18 +166,61 @@ class LoadRequest(BaseModel):
     prune: bool = False
 
 
+def check_question(question: str, max_chars: int) -> None:
+    if len(question) > max_chars:
+        raise RequestError(
+            400,
+            f"the question is {len(question)} characters long; the limit is {max_chars}",
+            code="question_too_long",
+            hint="ask a shorter question, or raise server.max_question_chars",
+        )
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(data: Any) -> bool:
+    """Whether any string (key or value) holds a UTF-16 surrogate, which JSON's \\u escapes
+    allow but UTF-8, and so the LLM request, cannot carry."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def parse_body(raw: bytes, model: type[BaseModel]) -> Any:
     """Validate a JSON body; every problem is a 400 naming the field, never a 500 or 422."""
     try:
         data = json.loads(raw) if raw.strip() else None
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestError(400, f"request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise RequestError(
+            400, "request body is nested too deeply", hint="send a flat JSON object"
+        ) from None
     if not isinstance(data, dict):
         raise RequestError(
             400, "request body must be a JSON object" + (" (it was empty)" if data is None else "")
         )
+    if _lone_surrogate(data):
+        raise RequestError(
+            400,
+            "request body holds an unpaired UTF-16 surrogate escape (such as \\ud800)",
+            code="invalid_unicode",
+            hint="send text as valid Unicode; escape characters outside the BMP as a pair",
+        )
     try:
         return model.model_validate(data)
+    except RecursionError:
+        raise RequestError(400, "request body is nested too deeply") from None
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "body"

@@ -1,0 +1,130 @@
+# ruff: noqa: F811 (the shared server fixtures are imported, then named as parameters)
+"""Malformed input is a 400 in the OpenAI error shape, never a 500 or a search on garbage;
+rejected uploads leave nothing on disk; a client that hangs up stops its search."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+
+from tests.llm_server import ScriptedLLMServer
+from tests.server_fixtures import (  # noqa: F401 (fixtures are used as parameters)
+    QUESTION,
+    Serve,
+    root,
+    searcher,
+    serve,
+)
+
+JSON = {"Content-Type": "application/json"}
+
+
+def _bad_request(resp: httpx.Response) -> dict[str, str]:
+    assert resp.status_code == 400, resp.text
+    body = resp.json()["error"]
+    assert body["type"] == "invalid_request_error" and body["message"]
+    return body
+
+
+def test_malformed_bodies_are_400s(serve: Serve, root: Path, llm_server: ScriptedLLMServer) -> None:
+    url = serve(load_root=str(root), max_question_chars=200)
+    with httpx.Client(base_url=url, timeout=30) as http:
+        # A path no file system accepts (ENAMETOOLONG); the message does not echo it whole.
+        body = _bad_request(http.post("/v1/load", json={"paths": ["a" * 5000]}))
+        assert len(body["message"]) < 400 and str(root) not in body["message"]
+        _bad_request(http.post("/v1/load", json={"paths": ["handbook/" + "b" * 300 + ".md"]}))
+
+        # JSON nested deeper than the parser's recursion limit; the connection stays usable.
+        deep = b'{"question": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+        assert (
+            "nested" in _bad_request(http.post("/v1/query", content=deep, headers=JSON))["message"]
+        )
+        assert http.get("/v1/models").status_code == 200
+
+        # A lone surrogate escape cannot be sent on to the LLM.
+        lone = b'{"messages": [{"role": "user", "content": "What is \\ud800 the allowance?"}]}'
+        body = _bad_request(http.post("/v1/chat/completions", content=lone, headers=JSON))
+        assert body["code"] == "invalid_unicode"
+        # A content part without text is not the question "None".
+        parts = {"messages": [{"role": "user", "content": [{"type": "text", "text": None}]}]}
+        assert "text" in _bad_request(http.post("/v1/chat/completions", json=parts))["message"]
+        # Questions are capped.
+        body = _bad_request(http.post("/v1/query", json={"question": "why " * 100}))
+        assert body["code"] == "question_too_long" and "server.max_question_chars" in body["hint"]
+        long_chat = {"messages": [{"role": "user", "content": "why " * 100}]}
+        _bad_request(http.post("/v1/chat/completions", json=long_chat))
+    assert llm_server.requests == []  # none of them reached the LLM
+
+
+def test_rejected_uploads_leave_nothing_on_disk(serve: Serve, tmp_path: Path) -> None:
+    uploads = tmp_path / "uploads"
+    url = serve()
+    good = ("files", ("notes.md", b"# Notes\n\nThe retro is on Fridays.\n", "text/markdown"))
+    assert (
+        httpx.post(
+            f"{url}/v1/load", files=[good], data={"collection": "team"}, timeout=60
+        ).status_code
+        == 200
+    )
+
+    # An unsupported type refuses the whole upload before anything is written.
+    resp = httpx.post(
+        f"{url}/v1/load",
+        files=[("files", ("tool.exe", b"MZ\x90\x00binary", "application/octet-stream"))],
+        data={"collection": "team"},
+    )
+    assert resp.status_code == 415 and resp.json()["error"]["code"] == "unsupported_file_type"
+
+    # A file the load rejects is removed again; the earlier upload of the same name comes back.
+    broken = ("files", ("notes.md", b"\x00\x01\x02\xff" * 64, "text/markdown"))
+    other = ("files", ("broken.pdf", b"%PDF-1.4 this is not a pdf", "application/pdf"))
+    resp = httpx.post(
+        f"{url}/v1/load", files=[broken, other], data={"collection": "team"}, timeout=60
+    )
+    assert resp.status_code == 200, resp.text
+    report = resp.json()
+    assert sorted(f["path"] for f in report["failures"]) == ["team/broken.pdf", "team/notes.md"]
+    assert sorted(p.name for p in (uploads / "team").iterdir()) == ["notes.md"]
+    assert (uploads / "team" / "notes.md").read_bytes().startswith(b"# Notes")
+    assert not any((uploads / ".staging").iterdir())
+
+    # A load that fails as a whole (bad collection name) keeps nothing either.
+    resp = httpx.post(
+        f"{url}/v1/load",
+        files=[("files", ("x.md", b"x", "text/markdown"))],
+        data={"collection": "no way!"},
+    )
+    assert resp.status_code == 400
+    assert sorted(p.name for p in uploads.iterdir()) == [".staging", "team"]
+
+
+def test_hung_up_client_stops_its_llm_calls(serve: Serve, llm_server: ScriptedLLMServer) -> None:
+    llm_server.latency = 1.0  # every LLM call takes a second: the search takes many
+    url = serve()
+    parts = urlsplit(url)
+    body = b'{"messages": [{"role": "user", "content": "' + QUESTION.encode() + b'"}]}'
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    ) + body
+    with socket.create_connection((parts.hostname, parts.port)) as sock:
+        sock.sendall(request)
+        deadline = time.monotonic() + 30
+        while not llm_server.requests:  # the search has started
+            assert time.monotonic() < deadline, "the search never called the LLM"
+            time.sleep(0.05)
+    # The client is gone. Calls already sent finish; no new one may start.
+    time.sleep(1.5)
+    after_hangup = len(llm_server.requests)
+    time.sleep(4)
+    assert len(llm_server.requests) == after_hangup, [
+        r["messages"][-1]["content"][:30] for r in llm_server.requests
+    ]
+    # The slot was given back: the server still answers.
+    llm_server.latency = 0.0
+    resp = httpx.post(f"{url}/v1/query", json={"question": QUESTION, "agent": "naive"}, timeout=60)
+    assert resp.status_code == 200 and "45 euros" in resp.json()["answer"]
