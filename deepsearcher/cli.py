@@ -167,7 +167,7 @@ def load(
         raise fail(exc) from None
     except KeyboardInterrupt:
         # Each file's hash is recorded only after its chunks are stored, so a rerun redoes
-        # exactly the unfinished files.
+        # exactly the unfinished files. fail() prints the two lines; 130 is the shell's SIGINT code.
         fail(
             DeepSearcherError(
                 "load interrupted",
