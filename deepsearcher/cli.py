@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,51 +15,87 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from deepsearcher.cli_options import ConfigOpt, JsonOpt, VerboseOpt
 from deepsearcher.config import Settings, load_settings
 from deepsearcher.errors import DeepSearcherError
 from deepsearcher.ingest import require_loaded
 from deepsearcher.searcher import DeepSearcher
 
-# Locals are hidden so an API key in a local variable never reaches a traceback.
+# Locals are hidden so an API key in a local variable never reaches a traceback. Plain help
+# (rich_markup_mode=None): typer's rich panels print a value type after every flag
+# ("--json <bool>", "-v <int>", "--help <bool>"), which reads as if "-v 2" were accepted.
 app = typer.Typer(
     name="deepsearcher",
     help="Deep search over your private documents.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     add_completion=False,
+    rich_markup_mode=None,
 )
-collections_app = typer.Typer(help="List or drop collections.", pretty_exceptions_show_locals=False)
+collections_app = typer.Typer(
+    help="List or drop collections.",
+    pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
+)
 app.add_typer(collections_app, name="collections")
 
-ConfigOpt = Annotated[
-    Path | None, typer.Option("--config", "-c", help="Config file (default: ./config.yaml).")
-]
-VerboseOpt = Annotated[int, typer.Option("--verbose", "-v", count=True, help="-v info, -vv debug.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout only.")]
 CollectionOpt = Annotated[
     str | None, typer.Option("--collection", help="Collection name (default from config).")
 ]
 
 
 def _err_console() -> Console:
-    return Console(stderr=True)
+    # soft_wrap: without a terminal rich would break lines at 80 columns, mid-path.
+    return Console(stderr=True, soft_wrap=True)
 
 
-def _setup_logging(verbose: int) -> None:
+def _out_console() -> Console:
+    return Console(soft_wrap=True)
+
+
+# Libraries that log or print on their own; quiet below -vv (pymilvus warns about mvccTs on
+# every Lite query iterator; Milvus Lite logs a traceback when its database is locked, which we
+# report ourselves in one line).
+_LIBRARY_LOGGERS = ("pymilvus", "milvus_lite", "py.warnings")
+
+
+class _Formatter(logging.Formatter):
+    """``warning: …`` like the CLI's own ``error:`` lines; -v adds the logger name."""
+
+    def __init__(self, with_name: bool) -> None:
+        super().__init__()
+        self.with_name = with_name
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        name = f" {record.name}" if self.with_name else ""
+        return f"{record.levelname.lower()}{name}: {text}"
+
+
+def _setup_logging(verbose: int, *, opens_store: bool = True) -> logging.Handler:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    if verbose < 2:
+        # grpc's C core logs to stderr (chttp2 "too_many_pings" GOAWAYs from the keepalive the
+        # Milvus client sets) and reads these variables once, when it is first imported.
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+    if opens_store:
+        # pymilvus installs its own handler and levels with dictConfig when imported, which
+        # would undo the levels set below; the command imports it anyway to open the store.
+        import pymilvus  # noqa: F401
+
     root = logging.getLogger()
     root.handlers.clear()
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(_Formatter(with_name=verbose > 0))
     root.addHandler(handler)
-    root.setLevel(logging.WARNING)
+    # Other libraries inherit the root level: nothing from them below -vv.
+    root.setLevel(logging.WARNING if verbose > 1 else logging.CRITICAL)
     logging.getLogger("deepsearcher").setLevel(level)
     logging.getLogger("loaders").setLevel(level)
-    if verbose < 2:
-        # Milvus Lite logs a full traceback when its database is locked, and pymilvus warns on
-        # every Lite query iterator; we report both conditions ourselves, in one line.
-        logging.getLogger("milvus_lite").setLevel(logging.CRITICAL)
-        logging.getLogger("pymilvus").setLevel(logging.ERROR)
+    logging.captureWarnings(True)
+    for name in _LIBRARY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING if verbose > 1 else logging.CRITICAL + 1)
+    return handler
 
 
 def fail(exc: DeepSearcherError) -> typer.Exit:
@@ -67,8 +105,17 @@ def fail(exc: DeepSearcherError) -> typer.Exit:
     return typer.Exit(1)
 
 
-def make_settings(config: Path | None, **overrides: Any) -> Settings:
-    return load_settings(config, overrides=overrides)
+def make_settings(
+    config: Path | None, options: Mapping[str, tuple[str, Any]] | None = None
+) -> Settings:
+    """Settings with CLI options on top: ``{"query.top_k": ("--top-k", 8)}``; a ``None`` value
+    was not given. The option names go into config errors ("from option --top-k")."""
+    overrides: dict[str, dict[str, Any]] = {}
+    for key, (_option, value) in (options or {}).items():
+        section, _, field = key.partition(".")
+        overrides.setdefault(section, {})[field] = value
+    names = {key: option for key, (option, _value) in (options or {}).items()}
+    return load_settings(config, overrides=overrides, override_options=names)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,7 +139,8 @@ def load(
     as_json: JsonOpt = False,
     verbose: VerboseOpt = 0,
 ) -> None:
-    """Load documents into a collection (incremental: unchanged files are skipped)."""
+    """Load documents into a collection. Incremental: unchanged files are skipped, and an
+    interrupted load resumes when run again."""
     _setup_logging(verbose)
     from deepsearcher.cli_render import LoadProgressView, print_load_summary
 
@@ -107,15 +155,27 @@ def load(
                 force=force,
                 prune=prune,
                 rebuild=rebuild,
-                on_progress=view.update,
+                # With --json nothing renders progress, so skipped files are logged instead.
+                on_progress=None if as_json else view.update,
             )
         if as_json:
             typer.echo(json.dumps(report.to_dict(), ensure_ascii=False))
         else:
-            print_load_summary(Console(), report)
+            print_load_summary(_out_console(), report)
         require_loaded(report)
     except DeepSearcherError as exc:
         raise fail(exc) from None
+    except KeyboardInterrupt:
+        # Each file's hash is recorded only after its chunks are stored, so a rerun redoes
+        # exactly the unfinished files. fail() prints the two lines; 130 is the shell's SIGINT code.
+        fail(
+            DeepSearcherError(
+                "load interrupted",
+                "run the same command again to resume: stored files are skipped, "
+                "the others are loaded",
+            )
+        )
+        raise typer.Exit(130) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -137,19 +197,31 @@ def query(
     top_k: Annotated[int | None, typer.Option("--top-k", min=1, help="Chunks per query.")] = None,
     rerank: Annotated[str | None, typer.Option(help="llm, llm-batch or none.")] = None,
     web: Annotated[
-        bool | None, typer.Option("--web/--no-web", help="Also search the web (overrides config).")
+        bool | None,
+        typer.Option("--web/--no-web", help="Also search the web (overrides config)."),
     ] = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = 0,
 ) -> None:
-    """Answer a question from the loaded documents, with numbered citations."""
-    _setup_logging(verbose)
+    """Answer a question from the loaded documents. The answer cites passages as [n]; without an
+    LLM the passages that match best are printed in full."""
+    handler = _setup_logging(verbose)
     from deepsearcher.cli_render import QueryView
 
     try:
+        if not question.strip():
+            raise DeepSearcherError(
+                "the question is empty", 'ask something: deepsearcher query "Who approves travel?"'
+            )
         settings = make_settings(
-            config, query={"agent": agent, "max_iter": max_iter, "top_k": top_k, "rerank": rerank}
+            config,
+            {
+                "query.agent": ("--agent", agent),
+                "query.max_iter": ("--max-iter", max_iter),
+                "query.top_k": ("--top-k", top_k),
+                "query.rerank": ("--rerank", rerank),
+            },
         )
         options = {"collections": collection or None, "web": web}
         with DeepSearcher(settings) as ds:
@@ -157,11 +229,18 @@ def query(
                 answer = ds.query(question, **options)
                 typer.echo(json.dumps(answer.to_dict(), ensure_ascii=False))
                 return
-            with QueryView(_err_console(), Console(), verbose=verbose > 0) as view:
+            handler.addFilter(_drop_rendered_notes)
+            with QueryView(_err_console(), _out_console(), verbose=verbose > 0) as view:
                 answer = asyncio.run(_consume(ds, question, view, options))
             view.finish(answer)
     except DeepSearcherError as exc:
         raise fail(exc) from None
+
+
+def _drop_rendered_notes(record: logging.LogRecord) -> bool:
+    # The live view prints each note event; the same note's log record (shown at -v) would
+    # print it a second time.
+    return not (record.name == "deepsearcher.agents.base" and record.funcName == "note")
 
 
 async def _consume(ds: DeepSearcher, question: str, view: Any, options: dict[str, Any]) -> Any:
@@ -183,10 +262,17 @@ async def _consume(ds: DeepSearcher, question: str, view: Any, options: dict[str
 def collections_list(
     ctx: typer.Context,
     config: ConfigOpt = None,
-    as_json: JsonOpt = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON array on stdout only, an object per collection "
+            "(name, files, chunks, embedding_model, description).",
+        ),
+    ] = False,
     verbose: VerboseOpt = 0,
 ) -> None:
-    """List collections with their row counts, embedding model and description."""
+    """List collections with their files, chunks, embedding model and description."""
     if ctx.invoked_subcommand is not None:
         return
     _setup_logging(verbose)
@@ -195,7 +281,7 @@ def collections_list(
             infos = ds.collections()
     except DeepSearcherError as exc:
         raise fail(exc) from None
-    if as_json:
+    if as_json:  # an array, as --help says: the collections are the only content
         typer.echo(
             json.dumps(
                 [
@@ -223,7 +309,7 @@ def collections_list(
             i.meta.embedding_model if i.meta else "?",
             (i.meta.description if i.meta else "") or "",
         )
-    Console().print(table)
+    _out_console().print(table, soft_wrap=False)
 
 
 @collections_app.command("drop")
@@ -265,7 +351,7 @@ def serve(
     config: ConfigOpt = None,
     verbose: VerboseOpt = 0,
 ) -> None:
-    """Serve an OpenAI-compatible chat API (and /v1/query, /v1/load) over the collections."""
+    """Serve an OpenAI-compatible chat API over the collections. Also /v1/query and /v1/load."""
     _setup_logging(verbose)
     from deepsearcher.server import run_server
 
@@ -283,10 +369,12 @@ def serve(
 
 @app.command("config")
 def show_config(config: ConfigOpt = None) -> None:
-    """Print the effective settings (file < env < defaults) as commented YAML. No secrets:
-    settings only name the environment variables that hold them."""
+    """Print the effective settings as commented YAML. Built-in defaults are overridden by the
+    config file, which DEEPSEARCHER_<SECTION>__<KEY> environment variables override in turn.
+    No secrets: settings only name the environment variables that hold them."""
     from deepsearcher.config import render_config_yaml
 
+    _setup_logging(0, opens_store=False)  # for warnings about misspelt DEEPSEARCHER_* variables
     try:
         typer.echo(render_config_yaml(make_settings(config)))
     except DeepSearcherError as exc:

@@ -14,14 +14,9 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from deepsearcher.cli_options import ConfigOpt, VerboseOpt
 from deepsearcher.errors import ConfigError, DeepSearcherError
 from deepsearcher.searcher import DeepSearcher
-
-# The same option as cli.ConfigOpt. Not imported: cli.py imports this module while it is being
-# initialised, so importing cli here would make the import order matter (a cycle).
-ConfigOpt = Annotated[
-    Path | None, typer.Option("--config", "-c", help="Config file (default: ./config.yaml).")
-]
 
 
 def parse_int_list(value: str, option: str) -> list[int]:
@@ -79,12 +74,10 @@ def eval_command(
         int, typer.Option("--concurrency", min=1, help="Questions in flight at once.")
     ] = 4,
     config: ConfigOpt = None,
-    verbose: Annotated[
-        int, typer.Option("--verbose", "-v", count=True, help="-v info, -vv debug.")
-    ] = 0,
+    verbose: VerboseOpt = 0,
 ) -> None:
-    """Evaluate retrieval recall@k, answers (EM/F1) and cost on a questions file; the corpus is
-    loaded first (incrementally, so an unchanged corpus costs only hashing)."""
+    """Measure recall@k, answers and cost on a questions file. EM/F1 need an LLM. The corpus
+    is loaded first (incrementally, so an unchanged corpus costs only hashing)."""
     from deepsearcher.cli import _err_console, _setup_logging, fail, make_settings
     from deepsearcher.cli_render import LoadProgressView
 

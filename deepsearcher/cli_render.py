@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -108,7 +109,7 @@ def print_load_summary(console: Console, report: LoadReport) -> None:
         str(report.chunks_total),
         f"{report.seconds:.1f}",
     )
-    console.print(table)
+    console.print(table, soft_wrap=False)
 
 
 class QueryView:
@@ -187,6 +188,9 @@ class QueryView:
 
 
 def print_sources(console: Console, answer: Any) -> None:
+    # Without an LLM nobody has read the passages for the user: they are the answer, so they
+    # are printed whole. After an answer, a one-line excerpt locates each citation.
+    full = answer.mode == "retrieval-only"
     if answer.sources:
         console.print("\n[bold]Sources[/]")
         for s in answer.sources:
@@ -194,9 +198,14 @@ def print_sources(console: Console, answer: Any) -> None:
             if s.start is not None and s.kind != "web":
                 where += f" [{s.start}:{s.end}]"
             prefix = "(web) " if s.kind == "web" else ""
-            excerpt = " ".join(s.text.split())[:160]
             console.print(f"[{s.n}] {prefix}{where}", highlight=False, markup=False)
-            console.print(f"    [dim]{excerpt}[/]", highlight=False, soft_wrap=True)
+            if full:
+                text = "\n".join("    " + line for line in s.text.strip().splitlines())
+                console.print(text, highlight=False, markup=False, soft_wrap=True)
+            else:
+                excerpt = " ".join(s.text.split())
+                excerpt = excerpt if len(excerpt) <= 160 else excerpt[:159] + "…"
+                console.print(f"    [dim]{escape(excerpt)}[/]", highlight=False, soft_wrap=True)
     u = answer.usage
     console.print(
         f"\n[dim]{answer.mode} · {answer.iterations} iteration(s) · {u.llm_calls} LLM calls · "

@@ -96,6 +96,7 @@ class Ingestor:
         self.store = store
         self._embedder_factory = embedder_factory
         self._on_progress = on_progress or (lambda _p: None)
+        self._has_listener = on_progress is not None
 
     def _emit(self, stage: str, **kw: object) -> None:
         try:
@@ -179,7 +180,14 @@ class Ingestor:
     def _fail(self, report: LoadReport, source: str, reason: str) -> None:
         report.files_failed += 1
         report.failures.append(LoadFailure(source, reason))
-        logger.warning("skipped %s: %s", source, reason)
+        # A progress listener shows the skip (the CLI prints one line for it); a warning as well
+        # would report it twice.
+        logger.log(
+            logging.DEBUG if self._has_listener else logging.WARNING,
+            "skipped %s: %s",
+            source,
+            reason,
+        )
         self._emit("failed", path=source, message=reason)
 
     async def _run_pipeline(

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -526,13 +527,24 @@ def lock_holders(db_dir: str | Path) -> list[str]:
             continue
         try:
             if any(os.readlink(fd) == target for fd in (pid_dir / "fd").iterdir()):
-                cmd = (
-                    (pid_dir / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                )
-                holders.append(f"{pid_dir.name} ({cmd.strip()[:120]})")
+                argv = (pid_dir / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+                args = [a.decode(errors="replace") for a in argv]
+                holders.append(f"{pid_dir.name} ({_shorten_command(args)})")
         except OSError:
             continue
     return holders
+
+
+def _shorten_command(args: list[str], limit: int = 120) -> str:
+    """The command line quoted as a shell would take it, cut between arguments (never inside
+    one) once it passes ``limit`` characters; the program is always shown whole."""
+    shown: list[str] = []
+    for arg in args:
+        quoted = shlex.quote(arg)
+        if shown and sum(len(a) + 1 for a in shown) + len(quoted) > limit:
+            return " ".join([*shown, "…"])
+        shown.append(quoted)
+    return " ".join(shown)
 
 
 def _open_error(exc: Exception, uri: str, remote: bool) -> StoreError:

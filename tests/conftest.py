@@ -14,6 +14,8 @@ import pytest
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# grpc's C core would print chttp2 "too_many_pings" lines when a Milvus Lite connection idles.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 # No test may pick up a developer's real keys or config.
 for _var in ("OPENAI_API_KEY", "TAVILY_API_KEY", "DEEPSEARCHER_CONFIG", "DEEPSEARCHER_API_KEYS"):
     os.environ.pop(_var, None)

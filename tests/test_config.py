@@ -76,3 +76,83 @@ def test_llm_configured_needs_key_or_base_url(monkeypatch: pytest.MonkeyPatch) -
     ).llm_configured()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     assert Settings().llm_configured()
+
+
+# -- errors and warnings name where a value came from (issue #12, item 13) -------------------
+
+
+def test_option_error_names_the_option_not_the_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("query:\n  top_k: 4\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(
+            cfg,
+            overrides={"query": {"agent": "bogus"}},
+            environ={},
+            override_options={"query.agent": "--agent"},
+        )
+    assert err.value.message.startswith("invalid setting 'query.agent' from option --agent: ")
+    assert str(cfg) not in err.value.message and "--agent" in err.value.hint
+
+
+def test_unknown_section_from_env_names_the_variable(tmp_path: Path) -> None:
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text("llm:\n  model: x\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(cfg, environ={"DEEPSEARCHER_FOO__BAR": "5"})
+    assert err.value.message == (
+        "unknown setting 'foo' from environment variable DEEPSEARCHER_FOO__BAR"
+    )
+    assert "DEEPSEARCHER_FOO__BAR" in err.value.hint
+
+
+def test_unknown_key_in_file_suggests_the_setting(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("query:\n  topk: 3\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(cfg, environ={})
+    assert err.value.message == f"unknown setting 'query.topk' in {cfg}"
+    assert "query.top_k" in err.value.hint
+
+
+def test_invalid_list_item_names_the_variable() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(environ={"DEEPSEARCHER_LOADING__EXCLUDE": "[1]"})
+    assert "from environment variable DEEPSEARCHER_LOADING__EXCLUDE" in err.value.message
+
+
+def test_misspelt_env_variable_warns_with_the_right_spelling(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="deepsearcher.config"):
+        s = load_settings(environ={"DEEPSEARCHER_QUERY_TOP_K": "5", "DEEPSEARCHER_CONFIG": ""})
+    assert s.query.top_k == Settings().query.top_k
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "DEEPSEARCHER_QUERY_TOP_K matches no setting" in warning
+    assert "did you mean DEEPSEARCHER_QUERY__TOP_K?" in warning
+
+
+def test_no_warning_for_known_or_named_variables(caplog: pytest.LogCaptureFixture) -> None:
+    environ = {
+        "DEEPSEARCHER_API_KEYS": "team-key",
+        "DEEPSEARCHER_LLM__API_KEY_ENV": "DEEPSEARCHER_OPENAI_KEY",
+        "DEEPSEARCHER_OPENAI_KEY": "sk-named-by-a-setting",
+    }
+    with caplog.at_level("WARNING", logger="deepsearcher.config"):
+        load_settings(environ=environ)
+    assert caplog.records == []
+
+
+def test_secret_values_are_never_echoed(caplog: pytest.LogCaptureFixture) -> None:
+    secret = "sk-do-not-print-0123456789"
+    with pytest.raises(ConfigError) as err:
+        load_settings(environ={"DEEPSEARCHER_LLM__API_KEY": secret})
+    assert "llm.api_key" in err.value.message
+    assert "OPENAI_API_KEY" in err.value.hint  # where the key goes instead
+    with pytest.raises(ConfigError) as err2:
+        load_settings(environ={"DEEPSEARCHER_LLM__TIMEOUT_S": secret})
+    with caplog.at_level("WARNING", logger="deepsearcher.config"):
+        load_settings(environ={"DEEPSEARCHER_OPENAI_API_KEY": secret})
+    said = [err.value.message, err.value.hint, err2.value.message, err2.value.hint]
+    said += [r.getMessage() for r in caplog.records]
+    assert len(said) == 5 and not any(secret in text for text in said)
