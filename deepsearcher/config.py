@@ -80,6 +80,13 @@ class VectorStoreSettings(_Section):
     analyzer: Literal["standard", "chinese"] = Field(
         "standard", description="BM25 tokenizer: standard, or chinese (jieba)."
     )
+    hybrid_candidates: int = Field(
+        100,
+        ge=1,
+        le=16384,
+        description="Candidates each of dense and BM25 search fetch before RRF fusion (at least "
+        "top_k). Fixed, so the top k results are the first k of any larger top_k.",
+    )
 
 
 class LLMSettings(_Section):
