@@ -43,7 +43,7 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from deepsearcher.config import load_settings  # noqa: E402
+from deepsearcher.config import Settings, load_settings  # noqa: E402
 from deepsearcher.evaluation.metrics import GoldMatcher  # noqa: E402
 from deepsearcher.evaluation.runner import EvalOptions, load_corpus  # noqa: E402
 from deepsearcher.searcher import DeepSearcher  # noqa: E402
@@ -115,6 +115,7 @@ def main() -> None:
     parser.add_argument("--dataset-dir", type=Path, default=ROOT / "benchmarks" / "mixed")
     parser.add_argument("--db", default="/tmp/mixed_eval.db", help="Milvus Lite file to use.")
     parser.add_argument("--collection", default="bench_mixed")
+    parser.add_argument("--config", default=None, help="Config file (default: built-in).")
     parser.add_argument("--k", default="5,10", help="Cut-offs, comma-separated.")
     parser.add_argument("--modes", default="hybrid,dense", help="hybrid and/or dense.")
     parser.add_argument("--json", type=Path, default=None, help="Also write rows and tables.")
@@ -127,8 +128,13 @@ def main() -> None:
     questions = [
         json.loads(line) for line in qfile.read_text(encoding="utf-8").splitlines() if line
     ]
-    settings = load_settings(
-        overrides={"vector_store": {"uri": args.db, "collection": args.collection}}, environ={}
+    # Built-in defaults unless --config: a ./config.yaml in the working directory must not
+    # change the figures (nor fail on an older checkout that lacks one of its settings).
+    store = {"vector_store": {"uri": args.db, "collection": args.collection}}
+    settings = (
+        load_settings(args.config, overrides=store, environ={})
+        if args.config
+        else Settings.model_validate(store)
     )
     out: dict[str, Any] = {"ks": ks, "modes": {}}
     with DeepSearcher(settings) as ds:
