@@ -443,7 +443,8 @@ class MilvusStore:
             # RRF scores a chunk by its ranks in the candidate lists, so the lists' length must
             # not follow top_k: with a window of 2 x top_k, a chunk ranked 3rd in both lists was
             # cut at top_k 1 and beat the top hit at top_k 2, so a larger top_k dropped a result
-            # a smaller one returned. A fixed window makes every top k a prefix of a larger one.
+            # a smaller one returned. A fixed window makes every top k a prefix of any larger
+            # top k up to the window.
             window = max(self._settings.hybrid_candidates, top_k)
             # hybrid_search takes one query per request list, so fuse per query.
             for vec, text in zip(data, texts, strict=True):

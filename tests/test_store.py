@@ -184,7 +184,8 @@ def test_hybrid_top_k_is_a_prefix_of_any_larger_top_k(tmp_path: Path) -> None:
     them first, but only once the candidate lists reach rank 4: a window that grew with top_k
     (2 x top_k) returned A or B alone at top_k 1 and dropped it at top_k 2.
     """
-    store = MilvusStore(VectorStoreSettings(uri=str(tmp_path / "m.db"), hybrid_candidates=100))
+    # Default settings: every top_k below is within the default candidate window (20).
+    store = MilvusStore(VectorStoreSettings(uri=str(tmp_path / "m.db")))
     try:
         store.ensure_collection("fuse", CollectionMeta("hand-made", 4, 200, 0))
         # (name, cosine to the query vector, times "falcon" occurs in an 8-word text)

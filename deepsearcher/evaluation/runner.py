@@ -35,9 +35,7 @@ logger = logging.getLogger(__name__)
 
 AGENT_CHOICES = ("deep", "naive")
 # Retrieval-only search fetches this many chunks per wanted document: a long document yields
-# several chunks per query, and doc_recall@k is over the top k *distinct* documents. The first
-# k of those chunks are what a search for k chunks returns (chunk_recall@k): the store's
-# ranking does not depend on how many results are asked for.
+# several chunks per query, and doc_recall@k is over the top k *distinct* documents.
 FETCH_CHUNKS_PER_DOC = 3
 _RANKED_KEPT = 20  # distinct documents stored per row, for inspection
 _HISTORY_NOTE = (
@@ -238,8 +236,22 @@ async def _run_retrieval(
             row = _base_row(q, label, matcher)
             row["query"] = texts[i]
             row["seconds"] = time.perf_counter() - t0
-            chunk_docs = [matcher.key(h.source) for h in hits[0] if h.source]
-            _score_ranking(row, chunk_docs, list(dict.fromkeys(chunk_docs)), matcher.gold, ks)
+            ranked = distinct_documents((h.source for h in hits[0]), matcher)
+            # Chunk level asks for exactly max(ks) chunks, as `query --top-k` does: hybrid
+            # fusion ranks over a candidate window of max(hybrid_candidates, top_k), so the
+            # first k of the larger fetch above are not what a search for k returns when the
+            # fetch exceeds the window. Smaller ks are prefixes of this search while they
+            # stay within the window.
+            chunk_hits = await asyncio.to_thread(
+                store.search,
+                collection,
+                vectors[i : i + 1],
+                max(ks),
+                texts=[texts[i]],
+                hybrid=label == "hybrid",
+            )
+            chunk_docs = [matcher.key(h.source) for h in chunk_hits[0] if h.source]
+            _score_ranking(row, chunk_docs, ranked, matcher.gold, ks)
             rows.append(row)
             if on_result:
                 on_result(row, len(questions) * len(labels))
