@@ -122,8 +122,8 @@ def retrieval_table(rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join([*head, "search ms"]) + " |", "|" + "---|" * (len(head) + 1)]
     for r in rows:
         cells = [r["dataset"], str(r["n"]), r["mode"]]
-        cells += [_fmt(r.get(f"recall@{k}")) for k in KS] + [
-            _fmt(r.get(f"all_hops@{k}")) for k in KS
+        cells += [_fmt(r.get(f"doc_recall@{k}")) for k in KS] + [
+            _fmt(r.get(f"doc_all_hops@{k}")) for k in KS
         ]
         cells.append(_fmt((r.get("seconds_mean") or 0) * 1000, 1))
         lines.append("| " + " | ".join(cells) + " |")
@@ -148,7 +148,11 @@ def cost_table(result: EvalResult) -> str:
         cells = [label, str(m["n"]), _fmt(m.get("llm_calls_mean"), 1)]
         cells += [_fmt(m.get("prompt_tokens_mean"), 0), _fmt(m.get("completion_tokens_mean"), 0)]
         cells += [_fmt(m.get(k), 2) for k in ("seconds_mean", "seconds_p50", "seconds_p95")]
-        cells += [_fmt(m.get("recall@5")), _fmt(m.get("all_hops@5")), str(m.get("errors", 0))]
+        cells += [
+            _fmt(m.get("doc_recall@5")),
+            _fmt(m.get("doc_all_hops@5")),
+            str(m.get("errors", 0)),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

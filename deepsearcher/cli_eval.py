@@ -7,6 +7,7 @@ stays thin. Like ``cli.py`` it prints; the work happens in ``deepsearcher.evalua
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -48,7 +49,12 @@ def eval_command(
     ] = None,
     agent: Annotated[str, typer.Option("--agent", help="deep, naive or both.")] = "both",
     k: Annotated[
-        str, typer.Option("--k", help="Cut-offs for recall@k, comma-separated.")
+        str,
+        typer.Option(
+            "--k",
+            help="Cut-offs for recall@k, comma-separated: gold documents among the top k chunks "
+            "(chunk R@k) and among the top k distinct documents (doc R@k).",
+        ),
     ] = "2,5,10",
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Only the first N questions.")
@@ -73,6 +79,10 @@ def eval_command(
     concurrency: Annotated[
         int, typer.Option("--concurrency", min=1, help="Questions in flight at once.")
     ] = 4,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the summary as one JSON object on stdout only."),
+    ] = False,
     config: ConfigOpt = None,
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -82,7 +92,7 @@ def eval_command(
     from deepsearcher.cli_render import LoadProgressView
 
     _setup_logging(verbose)
-    from deepsearcher.evaluation.report import markdown_report, write_outputs
+    from deepsearcher.evaluation.report import markdown_report, summary_json, write_outputs
     from deepsearcher.evaluation.runner import EvalOptions, load_corpus, run_eval
 
     try:
@@ -110,7 +120,10 @@ def eval_command(
         files = write_outputs(result, out, markdown)
     except DeepSearcherError as exc:
         raise fail(exc) from None
-    Console().print(markdown, markup=False, highlight=False, soft_wrap=True)
+    if as_json:
+        typer.echo(json.dumps(summary_json(result), ensure_ascii=False))
+    else:
+        Console().print(markdown, markup=False, highlight=False, soft_wrap=True)
     written = ", ".join(str(p) for p in files.values())
     err.print(f"[dim]wrote {written}[/]", highlight=False, soft_wrap=True)
 

@@ -441,11 +441,17 @@ class MilvusStore:
             from pymilvus import AnnSearchRequest, RRFRanker
 
             results = []
+            # RRF scores a chunk by its ranks in the candidate lists, so the lists' length must
+            # not follow top_k: with a window of 2 x top_k, a chunk ranked 3rd in both lists was
+            # cut at top_k 1 and beat the top hit at top_k 2, so a larger top_k dropped a result
+            # a smaller one returned. A fixed window makes every top k a prefix of any larger
+            # top k up to the window.
+            window = max(self._settings.hybrid_candidates, top_k)
             # hybrid_search takes one query per request list, so fuse per query.
             for vec, text in zip(data, texts, strict=True):
                 reqs = [
-                    AnnSearchRequest(data=[vec], anns_field="vector", param={}, limit=top_k * 2),
-                    AnnSearchRequest(data=[text], anns_field="sparse", param={}, limit=top_k * 2),
+                    AnnSearchRequest(data=[vec], anns_field="vector", param={}, limit=window),
+                    AnnSearchRequest(data=[text], anns_field="sparse", param={}, limit=window),
                 ]
                 res = self._call(
                     self._client.hybrid_search,

@@ -13,9 +13,12 @@ import typer
 from typer.testing import CliRunner
 
 from deepsearcher.cli_eval import eval_command
+from deepsearcher.errors import ConfigError
 from deepsearcher.evaluation.metrics import (
     GoldMatcher,
     all_hops_at_k,
+    chunk_all_hops_at_k,
+    chunk_recall_at_k,
     distinct_documents,
     exact_match,
     is_unanswerable,
@@ -27,6 +30,7 @@ from deepsearcher.evaluation.metrics import (
     summarize,
     token_f1,
 )
+from deepsearcher.evaluation.questions import load_questions
 from deepsearcher.evaluation.runner import EvalOptions, run_eval
 from tests.llm_server import ScriptedLLMServer
 
@@ -58,6 +62,87 @@ def test_recall_counts_duplicate_documents_once() -> None:
     assert all_hops_at_k(ranked, m.gold, 3) == 1.0
     # Duplicates in a raw ranking are collapsed by recall_at_k itself too.
     assert recall_at_k(["x", "x", "x", "a"], ["a"], 2) == 1.0
+
+
+def test_chunk_recall_counts_chunks_document_recall_counts_documents() -> None:
+    # A long document fills the first three chunks: a search for 2 chunks (`query --top-k 2`)
+    # shows one of the two gold documents, while the top 2 distinct documents hold both.
+    chunk_docs = ["a", "a", "a", "b", "x"]
+    ranked = list(dict.fromkeys(chunk_docs))
+    assert chunk_recall_at_k(chunk_docs, ["a", "b"], 2) == 0.5
+    assert chunk_all_hops_at_k(chunk_docs, ["a", "b"], 2) == 0.0
+    assert recall_at_k(ranked, ["a", "b"], 2) == 1.0
+    assert chunk_recall_at_k(chunk_docs, ["a", "b"], 4) == 1.0
+    assert chunk_all_hops_at_k(chunk_docs, ["a", "b"], 4) == 1.0
+    assert chunk_recall_at_k(chunk_docs, [], 4) is None
+    rows: list[dict[str, Any]] = [
+        {"chunk_recall@2": 0.5, "doc_recall@2": 1.0},
+        {"chunk_recall@2": 0.0, "doc_recall@2": 0.5},
+    ]
+    s = summarize(rows, [2])
+    assert s["chunk_recall@2"] == 0.25 and s["doc_recall@2"] == 0.75
+
+
+def _write_questions(tmp_path: Path, records: list[dict[str, Any]]) -> Path:
+    path = tmp_path / "questions.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def test_gold_documents_under_common_field_names(tmp_path: Path) -> None:
+    path = _write_questions(
+        tmp_path,
+        [
+            {"id": "1", "question": "a?", "gold_docs": ["x/a.pdf", "b.md"]},
+            {"id": "2", "question": "b?", "supporting_docs": "c.txt"},
+            {"id": "3", "question": "c?", "gold_documents": []},  # present but empty: no gold
+            {"id": "4", "question": "d?", "kind": "two_hop", "gold_doc_ids": ["d"]},
+        ],
+    )
+    qs = load_questions(path)
+    assert [q.gold for q in qs] == [["x/a.pdf", "b.md"], ["c.txt"], [], ["d"]]
+    assert qs[3].type == "two_hop"  # `kind` groups the summary like `type`
+
+
+def test_questions_without_a_gold_field_are_an_error_naming_the_fields(tmp_path: Path) -> None:
+    path = _write_questions(
+        tmp_path,
+        [{"id": "1", "question": "a?", "gold_files": ["a.pdf"]}, {"id": "2", "question": "b?"}],
+    )
+    with pytest.raises(ConfigError) as err:
+        load_questions(path)
+    assert "no gold documents field in any question" in err.value.message
+    assert "gold_doc_ids" in err.value.message and "gold_docs" in err.value.message
+    # One answerable question without gold among others is named by line; an unanswerable
+    # one may leave gold out.
+    path = _write_questions(
+        tmp_path,
+        [
+            {"id": "1", "question": "a?", "gold_doc_ids": ["a"]},
+            {"id": "2", "question": "b?", "answerable": False},
+            {"id": "3", "question": "c?", "gold_files": ["c"]},
+        ],
+    )
+    with pytest.raises(ConfigError, match="question on line 3"):
+        load_questions(path)
+    path = _write_questions(tmp_path, [{"id": "1", "question": "a?", "gold_docs": {"a": 1}}])
+    with pytest.raises(ConfigError, match="'gold_docs' is not a list of document ids"):
+        load_questions(path)
+
+
+def test_eval_with_unknown_gold_field_fails_instead_of_scoring_nothing(tmp_path: Path) -> None:
+    corpus, _ = _write_eval_set(tmp_path)
+    questions = _write_questions(
+        tmp_path, [{"id": "1", "question": "Who founded the bakery?", "gold_files": ["x"]}]
+    )
+    res = CliRunner().invoke(
+        _eval_app(),
+        ["eval", str(questions), "--corpus", str(corpus), "--retrieval-only"],
+        env={"DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "eval.db")},
+    )
+    assert res.exit_code == 1, res.output
+    assert "error:" in res.stderr and "looked for gold_doc_ids, gold_docs" in res.stderr
+    assert "hint:" in res.stderr and res.stdout == ""
 
 
 def test_recall_missing_docs_empty_ranking_and_empty_gold() -> None:
@@ -103,16 +188,34 @@ def test_percentiles_and_summary() -> None:
     assert percentile([1.0] * 19 + [21.0], 95) == pytest.approx(2.0)
     assert percentile([], 50) is None
     rows: list[dict[str, Any]] = [
-        {"type": "bridge", "recall@2": 1.0, "all_hops@2": 1.0, "llm_calls": 4, "seconds": 1.0},
-        {"type": "comparison", "recall@2": 0.5, "all_hops@2": 0.0, "llm_calls": 6, "seconds": 3.0},
-        {"type": "comparison", "recall@2": None, "all_hops@2": None, "seconds": 2.0, "error": "x"},
+        {
+            "type": "bridge",
+            "doc_recall@2": 1.0,
+            "doc_all_hops@2": 1.0,
+            "llm_calls": 4,
+            "seconds": 1.0,
+        },
+        {
+            "type": "comparison",
+            "doc_recall@2": 0.5,
+            "doc_all_hops@2": 0.0,
+            "llm_calls": 6,
+            "seconds": 3.0,
+        },
+        {
+            "type": "comparison",
+            "doc_recall@2": None,
+            "doc_all_hops@2": None,
+            "seconds": 2.0,
+            "error": "x",
+        },
     ]
     s = summarize(rows, [2])
     assert s["n"] == 3 and s["errors"] == 1
-    assert s["recall@2"] == 0.75 and s["all_hops@2"] == 0.5 and s["llm_calls_mean"] == 5
+    assert s["doc_recall@2"] == 0.75 and s["doc_all_hops@2"] == 0.5 and s["llm_calls_mean"] == 5
     assert s["seconds_p50"] == 2.0
     assert "em" not in s  # no answers scored: left out, not reported as 0
-    assert s["by_type"]["comparison"]["n"] == 2 and s["by_type"]["bridge"]["recall@2"] == 1.0
+    assert s["by_type"]["comparison"]["n"] == 2 and s["by_type"]["bridge"]["doc_recall@2"] == 1.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,12 +304,19 @@ def test_eval_both_agents_end_to_end(tmp_path: Path, llm_server: ScriptedLLMServ
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary) == {"deep", "naive"}
     for metrics in summary.values():
-        assert {"recall@1", "recall@2", "all_hops@2", "em", "f1", "llm_calls_mean"} <= set(metrics)
+        assert {
+            "doc_recall@1",
+            "doc_recall@2",
+            "doc_all_hops@2",
+            "em",
+            "f1",
+            "llm_calls_mean",
+        } <= set(metrics)
         assert {"prompt_tokens_mean", "completion_tokens_mean", "seconds_p95"} <= set(metrics)
         assert metrics["n"] == 4 and metrics["errors"] == 0
         assert metrics["not_stated"] in (0.0, 1.0)  # only q4 is marked unanswerable
         assert set(metrics["by_type"]) == {"single", "bridge", "follow-up"}
-    assert summary["naive"]["recall@2"] == 1.0  # every question's words name its documents
+    assert summary["naive"]["doc_recall@2"] == 1.0  # every question's words name its documents
     assert summary["naive"]["llm_calls_mean"] < summary["deep"]["llm_calls_mean"]
 
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
@@ -262,10 +372,35 @@ def test_retrieval_only_without_llm_dense_and_hybrid(tmp_path: Path, make_search
     assert result.collection == "eval_tiny"
     for label in ("dense", "hybrid"):
         rows = {r["id"]: r for r in result.rows if r["label"] == label}
-        assert rows["q1"]["recall@2"] == 1.0 and rows["q1"]["ranked_docs"][0] == "zephyr_bakery"
-        assert rows["q4"]["recall@2"] is None  # no gold: excluded, not zero
+        assert rows["q1"]["doc_recall@2"] == 1.0 and rows["q1"]["ranked_docs"][0] == "zephyr_bakery"
+        assert rows["q4"]["doc_recall@2"] is None  # no gold: excluded, not zero
         # Retrieval-only searches a follow-up together with the previous user turn.
         assert rows["q3"]["query"].startswith("Where does the Quartz Observatory stand?")
-        assert rows["q3"]["recall@1"] == 1.0
-        assert rows["q5"]["recall@5"] == 0.0
+        assert rows["q3"]["doc_recall@1"] == 1.0
+        assert rows["q5"]["doc_recall@5"] == 0.0
         assert result.summary[label]["n"] == 5 and "llm_calls_mean" not in result.summary[label]
+
+
+@pytest.mark.slow
+def test_retrieval_only_reports_chunk_and_document_recall_apart(tmp_path: Path) -> None:
+    corpus, questions = _write_eval_set(tmp_path)
+    env = {"DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "eval.db")}
+    base = ["eval", str(questions), "--corpus", str(corpus), "--retrieval-only", "--k", "1,3"]
+    res = CliRunner().invoke(_eval_app(), [*base, "--out", str(tmp_path / "o1")], env=env)
+    assert res.exit_code == 0, res.output
+    header = next(line for line in res.stdout.splitlines() if line.startswith("| mode |"))
+    for head in ("chunk R@1", "doc R@3", "chunk all@3", "doc all@1"):
+        assert head in header
+    assert "top k chunks" in res.stdout and "top k distinct documents" in res.stdout
+
+    res = CliRunner().invoke(_eval_app(), [*base, "--json", "--out", str(tmp_path / "o2")], env=env)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)  # stdout holds the JSON object only
+    assert set(out["metrics"]) == {"chunk_recall", "doc_recall", "chunk_all_hops", "doc_all_hops"}
+    for label in ("dense", "hybrid"):
+        m = out["summary"][label]
+        for k in (1, 3):
+            assert m[f"chunk_recall@{k}"] <= m[f"doc_recall@{k}"]
+        # q2's two gold documents never fit in one chunk; the top 3 documents hold both.
+        assert m["by_type"]["bridge"]["chunk_all_hops@1"] == 0.0
+        assert m["by_type"]["bridge"]["doc_all_hops@3"] == 1.0

@@ -174,3 +174,60 @@ def test_unreachable_server_is_a_clear_error() -> None:
     with pytest.raises(StoreError) as err:
         MilvusStore(VectorStoreSettings(uri=f"http://127.0.0.1:{_free_port()}"))
     assert "could not connect" in err.value.message
+
+
+def test_hybrid_top_k_is_a_prefix_of_any_larger_top_k(tmp_path: Path) -> None:
+    """Asking for more results never drops or reorders the ones a smaller top_k returned.
+
+    Hand-made vectors and texts fix both candidate lists: dense ranks A, P, Z1, Z2, then
+    fillers; BM25 ("falcon") ranks B, Q, Z1, Z2. Z1 and Z2 are in both lists, so RRF puts
+    them first, but only once the candidate lists reach rank 4: a window that grew with top_k
+    (2 x top_k) returned A or B alone at top_k 1 and dropped it at top_k 2.
+    """
+    # Default settings: every top_k below is within the default candidate window (20).
+    store = MilvusStore(VectorStoreSettings(uri=str(tmp_path / "m.db")))
+    try:
+        store.ensure_collection("fuse", CollectionMeta("hand-made", 4, 200, 0))
+        # (name, cosine to the query vector, times "falcon" occurs in an 8-word text)
+        docs = [
+            ("A", 0.99, 0),
+            ("P", 0.97, 0),
+            ("Z1", 0.95, 2),
+            ("Z2", 0.93, 1),
+            ("F1", 0.80, 0),
+            ("F2", 0.75, 0),
+            ("F3", 0.70, 0),
+            ("B", 0.10, 4),
+            ("Q", 0.05, 3),
+        ]
+        filler = ["granite", "meadow", "orbit", "lantern", "copper", "willow", "harbor"]
+        chunks, vectors = [], []
+        for i, (name, cos, falcons) in enumerate(docs):
+            words = ["falcon"] * falcons + filler[: 8 - falcons]
+            chunks.append(
+                Chunk(
+                    id=f"{name}-0",
+                    doc_id=name,
+                    source=f"/docs/{name}.txt",
+                    content_hash="h",
+                    index=0,
+                    text=" ".join(words),
+                    start=0,
+                    end=10,
+                )
+            )
+            vectors.append([cos, (1 - cos**2) ** 0.5, 0.0, 0.0] if i % 2 else
+                           [cos, 0.0, (1 - cos**2) ** 0.5, 0.0])  # fmt: skip
+        store.upsert_chunks("fuse", chunks, np.array(vectors, dtype=np.float32))
+        query = np.array([[1.0, 0.0, 0.0, 0.0]], dtype=np.float32)
+
+        def ranked(k: int) -> list[str]:
+            hits = store.search("fuse", query, k, texts=["falcon"], hybrid=True)[0]
+            return [h.doc_id or "" for h in hits]
+
+        longest = ranked(9)
+        assert longest[:2] == ["Z1", "Z2"]  # in both lists: fused first
+        for k in range(1, 9):
+            assert ranked(k) == longest[:k], f"top_k {k}"
+    finally:
+        store.close()

@@ -1,5 +1,6 @@
-"""Pure metric functions for the eval command: gold-document matching, recall@k over distinct
-documents, SQuAD-style answer scores and cost statistics. No I/O, no models."""
+"""Pure metric functions for the eval command: gold-document matching, recall@k over the top k
+chunks and over the top k distinct documents, SQuAD-style answer scores and cost statistics.
+No I/O, no models."""
 
 from __future__ import annotations
 
@@ -78,6 +79,31 @@ def all_hops_at_k(ranked_docs: Sequence[str], gold: Sequence[str], k: int) -> fl
     """1.0 when every gold document is in the first ``k`` distinct documents, else 0.0."""
     r = recall_at_k(ranked_docs, gold, k)
     return None if r is None else float(r == 1.0)
+
+
+def chunk_recall_at_k(chunk_docs: Sequence[str], gold: Sequence[str], k: int) -> float | None:
+    """Share of gold documents among the documents of the first ``k`` chunks (one document key
+    per chunk, in rank order): what a search for ``k`` chunks (``query --top-k k``) puts in
+    front of the agent. Never above ``recall_at_k`` for the same ``k``."""
+    gold_set = set(gold)
+    if not gold_set:
+        return None
+    return len(gold_set & set(chunk_docs[:k])) / len(gold_set)
+
+
+def chunk_all_hops_at_k(chunk_docs: Sequence[str], gold: Sequence[str], k: int) -> float | None:
+    """1.0 when every gold document has a chunk among the first ``k`` chunks, else 0.0."""
+    r = chunk_recall_at_k(chunk_docs, gold, k)
+    return None if r is None else float(r == 1.0)
+
+
+# Row and summary keys per k, and what they mean (reports print these definitions).
+RECALL_METRICS = (
+    ("chunk_recall", "chunk R@{k}", "share of gold documents among the top k chunks"),
+    ("doc_recall", "doc R@{k}", "share of gold documents among the top k distinct documents"),
+    ("chunk_all_hops", "chunk all@{k}", "every gold document among the top k chunks"),
+    ("doc_all_hops", "doc all@{k}", "every gold document among the top k distinct documents"),
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -228,11 +254,11 @@ def summarize(rows: Sequence[dict[str, Any]], ks: Sequence[int]) -> dict[str, An
 
 def _retrieval_and_answers(rows: Sequence[dict[str, Any]], ks: Sequence[int]) -> dict[str, Any]:
     out: dict[str, Any] = {"n": len(rows)}
-    for k in ks:
-        for name in (f"recall@{k}", f"all_hops@{k}"):
-            value = mean(r.get(name) for r in rows)
+    for key, _, _ in RECALL_METRICS:
+        for k in ks:
+            value = mean(r.get(f"{key}@{k}") for r in rows)
             if value is not None:
-                out[name] = value
+                out[f"{key}@{k}"] = value
     for name in ("em", "f1", "not_stated"):
         value = mean(r.get(name) for r in rows)
         if value is not None:

@@ -29,9 +29,42 @@ class EvalQuestion:
         return "\n".join([*self.history, self.question])
 
 
+# Names eval sets give the gold-document list, most common first. A file using none of them
+# is an error: scoring it would report nothing and exit 0, which reads as "no recall data".
+GOLD_FIELDS = (
+    "gold_doc_ids",
+    "gold_docs",
+    "gold_documents",
+    "gold_doc_id",
+    "gold",
+    "doc_ids",
+    "doc_id",
+    "supporting_docs",
+    "supporting_documents",
+    "relevant_docs",
+)
+
+
+def gold_field(record: dict[str, Any]) -> str | None:
+    """The first of ``GOLD_FIELDS`` present in ``record`` (an empty list counts: no gold)."""
+    return next((name for name in GOLD_FIELDS if name in record), None)
+
+
+def _gold_ids(value: Any) -> list[str] | None:
+    """A gold value as a list of ids: one string or a list of strings; None for anything else."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, list) and all(isinstance(v, str | int) for v in value):
+        return [str(v) for v in value]
+    return None
+
+
 def question_type(record: dict[str, Any]) -> str:
-    """``type`` or ``question_type``; for MuSiQue-style ids (``3hop1__...``) the hop count."""
-    value = record.get("type") or record.get("question_type")
+    """``type``, ``question_type`` or ``kind``; for MuSiQue-style ids (``3hop1__...``) the hop
+    count."""
+    value = record.get("type") or record.get("question_type") or record.get("kind")
     if value:
         return str(value)
     m = re.match(r"^(\d+hop)", str(record.get("id", "")))
@@ -45,6 +78,7 @@ def load_questions(path: Path, limit: int | None = None) -> list[EvalQuestion]:
             f"questions file not found: {path}", "pass a JSON Lines file of questions"
         )
     out: list[EvalQuestion] = []
+    without_gold: list[int] = []  # answerable questions that name no gold field
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
@@ -57,13 +91,22 @@ def load_questions(path: Path, limit: int | None = None) -> list[EvalQuestion]:
                     f"{path}:{lineno}: not a question record ({type(exc).__name__}: {exc})",
                     "each line must be a JSON object with at least 'question' and 'gold_doc_ids'",
                 ) from None
+            field_name = gold_field(rec)
+            gold = _gold_ids(rec.get(field_name)) if field_name else []
+            if gold is None:
+                raise ConfigError(
+                    f"{path}:{lineno}: '{field_name}' is not a list of document ids",
+                    "give the gold documents as a list of paths relative to --corpus",
+                )
+            if field_name is None and is_unanswerable(rec) is not True:
+                without_gold.append(lineno)
             answers = rec.get("answers") or ([rec["answer"]] if rec.get("answer") else [])
             out.append(
                 EvalQuestion(
                     id=str(rec.get("id", lineno)),
                     question=question,
                     answers=[str(a) for a in answers if str(a).strip()],
-                    gold=[str(g) for g in rec.get("gold_doc_ids") or []],
+                    gold=gold,
                     type=question_type(rec),
                     history=[str(h) for h in rec.get("history") or []],
                     unanswerable=is_unanswerable(rec),
@@ -73,6 +116,18 @@ def load_questions(path: Path, limit: int | None = None) -> list[EvalQuestion]:
                 break
     if not out:
         raise ConfigError(f"no questions in {path}", "the file is empty")
+    if without_gold:
+        looked = ", ".join(GOLD_FIELDS)
+        where = (
+            "any question"
+            if len(without_gold) == len(out)
+            else f"the question on line {without_gold[0]}"
+        )
+        raise ConfigError(
+            f"{path}: no gold documents field in {where} (looked for {looked})",
+            "name each question's gold documents in 'gold_doc_ids' (paths relative to --corpus); "
+            'mark a question without any with "answerable": false',
+        )
     return out
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from deepsearcher.evaluation.metrics import RECALL_METRICS
 from deepsearcher.evaluation.runner import EvalResult
 
 _COST_COLUMNS = [
@@ -20,8 +21,7 @@ def _columns(
     summary: dict[str, dict[str, Any]], ks: Sequence[int], mode: str
 ) -> list[tuple[str, str]]:
     cols = [("n", "n")]
-    cols += [(f"recall@{k}", f"R@{k}") for k in ks]
-    cols += [(f"all_hops@{k}", f"all@{k}") for k in ks]
+    cols += [(f"{key}@{k}", head.format(k=k)) for key, head, _ in RECALL_METRICS for k in ks]
     cols += [("em", "EM"), ("f1", "F1"), ("not_stated", "not-stated")]
     cols += _COST_COLUMNS
     if mode == "retrieval":
@@ -80,9 +80,40 @@ def markdown_report(result: EvalResult, title: str | None = None) -> str:
         parts.append(
             "\nBy question type:\n\n" + _table([first, "type"] + [h for _, h in tcols], trows)
         )
+    parts.append("\n" + recall_legend(cols))
     if result.notes:
         parts.append("\n" + "\n".join(f"- {n}" for n in result.notes))
     return "\n".join(parts) + "\n"
+
+
+def recall_legend(cols: Sequence[tuple[str, str]]) -> str:
+    """One line defining the recall columns shown: chunk and document level differ."""
+    shown = {key.split("@")[0] for key, _ in cols if "@" in key}
+    parts = [
+        f"{head.replace('@{k}', '@k')}: {meaning}"
+        for key, head, meaning in RECALL_METRICS
+        if key in shown
+    ]
+    if not parts:
+        return ""
+    return (
+        "; ".join(parts)
+        + ". Chunk level is what `query --top-k k` retrieves; document level counts several "
+        "chunks of one document once."
+    )
+
+
+def summary_json(result: EvalResult) -> dict[str, Any]:
+    """What ``eval --json`` prints: the run, the metric definitions and the summary."""
+    return {
+        "mode": result.mode,
+        "collection": result.collection,
+        "ks": result.ks,
+        "labels": result.labels,
+        "metrics": {key: meaning for key, _, meaning in RECALL_METRICS},
+        "summary": result.summary,
+        "notes": result.notes,
+    }
 
 
 def write_outputs(result: EvalResult, out_dir: Path, markdown: str) -> dict[str, Path]:
@@ -129,21 +160,22 @@ def _figure() -> Any:
 
 
 def plot_recall_at_k(result: EvalResult, path: Path) -> None:
-    """recall@k (solid) and all-hops@k (dashed) against k, one colour per agent/mode."""
+    """Document-level recall@k (solid) and chunk-level recall@k (dashed) against k, one colour
+    per agent/mode."""
     fig = _figure()
     ax = fig.add_subplot()
     ks = result.ks
     for i, label in enumerate(result.labels):
         metrics = result.summary[label]
         color = f"C{i % 10}"
-        recall = [metrics.get(f"recall@{k}") for k in ks]
-        hops = [metrics.get(f"all_hops@{k}") for k in ks]
+        recall = [metrics.get(f"doc_recall@{k}") for k in ks]
+        hops = [metrics.get(f"chunk_recall@{k}") for k in ks]
         ax.plot(
             ks,
             [float("nan") if v is None else v for v in recall],
             "o-",
             color=color,
-            label=f"{label} recall",
+            label=f"{label} doc recall",
         )
         ax.plot(
             ks,
@@ -151,10 +183,10 @@ def plot_recall_at_k(result: EvalResult, path: Path) -> None:
             "s--",
             color=color,
             alpha=0.7,
-            label=f"{label} all hops",
+            label=f"{label} chunk recall",
         )
     ax.set_xticks(ks)
-    ax.set_xlabel("k (distinct documents)")
+    ax.set_xlabel("k (distinct documents; chunks for chunk recall)")
     ax.set_ylabel("share of gold documents")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
@@ -170,7 +202,10 @@ def plot_recall_vs_max_iter(result: EvalResult, path: Path) -> None:
     k = max(result.ks)
     iters = result.max_iters
     deep = [result.summary.get(f"deep[max_iter={n}]", {}) for n in iters]
-    for key, style, name in ((f"recall@{k}", "o-", "recall"), (f"all_hops@{k}", "s--", "all hops")):
+    for key, style, name in (
+        (f"doc_recall@{k}", "o-", "doc recall"),
+        (f"doc_all_hops@{k}", "s--", "doc all hops"),
+    ):
         ax.plot(
             iters,
             [m.get(key, float("nan")) for m in deep],

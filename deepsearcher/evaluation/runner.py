@@ -17,6 +17,8 @@ from deepsearcher.errors import ConfigError, DeepSearcherError
 from deepsearcher.evaluation.metrics import (
     GoldMatcher,
     all_hops_at_k,
+    chunk_all_hops_at_k,
+    chunk_recall_at_k,
     distinct_documents,
     exact_match,
     recall_at_k,
@@ -33,7 +35,7 @@ logger = logging.getLogger(__name__)
 
 AGENT_CHOICES = ("deep", "naive")
 # Retrieval-only search fetches this many chunks per wanted document: a long document yields
-# several chunks per query, and recall@k is over the top k *distinct* documents.
+# several chunks per query, and doc_recall@k is over the top k *distinct* documents.
 FETCH_CHUNKS_PER_DOC = 3
 _RANKED_KEPT = 20  # distinct documents stored per row, for inspection
 _HISTORY_NOTE = (
@@ -181,12 +183,17 @@ async def run_eval(
     )
 
 
-def _score_ranking(row: dict[str, Any], ranked: list[str], gold: list[str], ks: list[int]) -> None:
+def _score_ranking(
+    row: dict[str, Any], chunk_docs: list[str], ranked: list[str], gold: list[str], ks: list[int]
+) -> None:
+    """Chunk-level figures from ``chunk_docs`` (a document key per chunk, in rank order) and
+    document-level ones from ``ranked`` (distinct documents, in rank order)."""
     row["ranked_docs"] = ranked[:_RANKED_KEPT]
     for k in ks:
-        row[f"recall@{k}"] = recall_at_k(ranked, gold, k)
-    for k in ks:
-        row[f"all_hops@{k}"] = all_hops_at_k(ranked, gold, k)
+        row[f"chunk_recall@{k}"] = chunk_recall_at_k(chunk_docs, gold, k)
+        row[f"doc_recall@{k}"] = recall_at_k(ranked, gold, k)
+        row[f"chunk_all_hops@{k}"] = chunk_all_hops_at_k(chunk_docs, gold, k)
+        row[f"doc_all_hops@{k}"] = all_hops_at_k(ranked, gold, k)
 
 
 def _base_row(q: EvalQuestion, label: str, matcher: GoldMatcher) -> dict[str, Any]:
@@ -229,9 +236,22 @@ async def _run_retrieval(
             row = _base_row(q, label, matcher)
             row["query"] = texts[i]
             row["seconds"] = time.perf_counter() - t0
-            _score_ranking(
-                row, distinct_documents((h.source for h in hits[0]), matcher), matcher.gold, ks
+            ranked = distinct_documents((h.source for h in hits[0]), matcher)
+            # Chunk level asks for exactly max(ks) chunks, as `query --top-k` does: hybrid
+            # fusion ranks over a candidate window of max(hybrid_candidates, top_k), so the
+            # first k of the larger fetch above are not what a search for k returns when the
+            # fetch exceeds the window. Smaller ks are prefixes of this search while they
+            # stay within the window.
+            chunk_hits = await asyncio.to_thread(
+                store.search,
+                collection,
+                vectors[i : i + 1],
+                max(ks),
+                texts=[texts[i]],
+                hybrid=label == "hybrid",
             )
+            chunk_docs = [matcher.key(h.source) for h in chunk_hits[0] if h.source]
+            _score_ranking(row, chunk_docs, ranked, matcher.gold, ks)
             rows.append(row)
             if on_result:
                 on_result(row, len(questions) * len(labels))
@@ -257,6 +277,7 @@ async def _run_agent(
         t0 = time.perf_counter()
         extra = Usage()
         sources: list[str] = []
+        kept: list[str] = []
         try:
             query = await _standalone_question(ds, q, extra) if q.history else q.question
             row["query"] = query
@@ -293,7 +314,10 @@ async def _run_agent(
             row.update(error=exc.message, answer="", em=0.0 if q.answers else None)
             row["f1"] = row["em"]
             row["seconds"] = time.perf_counter() - t0
-    _score_ranking(row, distinct_documents(sources, matcher), matcher.gold, ks)
+    # Chunk level: the chunks the agent kept, in order (naive: its top_k hits). Document level
+    # also counts the documents its answer cited.
+    chunk_docs = [matcher.key(s) for s in kept if s]
+    _score_ranking(row, chunk_docs, distinct_documents(sources, matcher), matcher.gold, ks)
     if on_result:
         on_result(row)
     return row
