@@ -206,20 +206,23 @@ def test_default_responder_covers_every_task(llm_server: ScriptedLLMServer) -> N
         "Who owns billing",
     ]
 
-    judge = prompts.JUDGE.format(question="Who owns billing?", queries="[]", source="a", text="{}")
-    assert ask(llm_server, judge.replace("{}", "Billing is owned by Ana.")) == "YES"
-    assert ask(llm_server, judge.replace("{}", "The cafeteria opens at 9.")) == "NO"
+    def doc(text: str, n: int | None = None) -> str:
+        attributes = (f'n="{n}" ' if n else "") + 'source="s"'
+        return prompts.DOCUMENT.format(attributes=attributes, text=text)
 
-    items = [
-        prompts.JUDGE_BATCH_ITEM.format(n=i + 1, source="s", text=t)
-        for i, t in enumerate(["billing team", "lunch menu"])
-    ]
+    def judge(text: str) -> str:
+        return prompts.JUDGE.format(question="Who owns billing?", queries="[]", document=doc(text))
+
+    assert ask(llm_server, judge("Billing is owned by Ana.")) == "YES"
+    assert ask(llm_server, judge("The cafeteria opens at 9.")) == "NO"
+
+    items = [doc(t, i + 1) for i, t in enumerate(["billing team", "lunch menu"])]
     batch = prompts.JUDGE_BATCH.format(
         question="Who owns billing?", queries="[]", documents="\n".join(items), count=2
     )
     assert json.loads(ask(llm_server, batch)) == ["YES", "NO"]
 
-    passage = prompts.ANSWER_PASSAGE.format(n=1, source="s", text="Ana owns billing. Since 2020.")
+    passage = doc("Ana owns billing. Since 2020.", 1)
     answer = prompts.ANSWER.format(cut_short="", question="q", documents=passage)
     assert ask(llm_server, answer) == "Ana owns billing. [1]"
     empty = prompts.ANSWER.format(cut_short="", question="q", documents="")

@@ -102,9 +102,40 @@ def messages_for(prompt: str) -> list[Message]:
     return [{"role": "system", "content": prompts.SYSTEM}, {"role": "user", "content": prompt}]
 
 
+# Any spelling a model might read as our tag: </DOCUMENT>, < /Document >, <document\t...
+_DOCUMENT_TAG = re.compile(r"<(?=\s*/?\s*document)", re.IGNORECASE)
+
+
 def escape_document(text: str) -> str:
-    # A passage cannot close its own <document> tag and smuggle text out of the data block.
-    return text.replace("</document", "</ document").replace("<document", "< document")
+    """Quoted text that cannot open or close a ``<document>`` tag, in any letter case."""
+    return _DOCUMENT_TAG.sub("&lt;", text)
+
+
+def escape_attribute(value: str) -> str:
+    """A value that cannot leave its ``"..."`` attribute, its tag or its line. ``&`` is left
+    alone: it cannot end anything, and URLs with query strings stay readable."""
+    flat = " ".join(value.split())
+    return flat.replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def render_document(hit: Hit, n: int | None = None, *, text: str | None = None) -> str:
+    """One passage as a ``<document>`` block; every field that comes from a file or a web
+    result (path, heading, title, URL, text) is escaped."""
+    attributes = [f'n="{n}"'] if n is not None else []
+    attributes.append(f'source="{escape_attribute(source_label(hit))}"')
+    if hit.heading:
+        attributes.append(f'heading="{escape_attribute(hit.heading)}"')
+    if hit.kind == "web" and hit.title and hit.title != hit.source:
+        attributes.append(f'title="{escape_attribute(hit.title)}"')
+    return prompts.DOCUMENT.format(
+        attributes=" ".join(attributes), text=escape_document(hit.text if text is None else text)
+    )
+
+
+def source_label(hit: Hit) -> str:
+    if hit.kind == "web":
+        return f"(web) {hit.source}"
+    return f"{hit.source}" + (f" p.{hit.page}" if hit.page else "")
 
 
 class Retriever:
@@ -200,16 +231,7 @@ def hit_to_source(n: int, hit: Hit) -> Source:
 
 
 def _passages(hits: Sequence[Hit]) -> str:
-    return "\n\n".join(
-        prompts.ANSWER_PASSAGE.format(n=i, source=_label(h), text=escape_document(h.text))
-        for i, h in enumerate(hits, start=1)
-    )
-
-
-def _label(hit: Hit) -> str:
-    if hit.kind == "web":
-        return f"(web) {hit.source}"
-    return f"{hit.source}" + (f" p.{hit.page}" if hit.page else "")
+    return "\n\n".join(render_document(h, i) for i, h in enumerate(hits, start=1))
 
 
 def cited_sources(answer_text: str, passages: Sequence[Hit]) -> tuple[str, list[Source], int]:
@@ -247,7 +269,7 @@ async def write_answer(
     assert ctx.llm is not None
     cut = prompts.CUT_SHORT_NOTE.format(reason=ctx.cut_short) if ctx.cut_short else ""
     prompt = prompts.ANSWER.format(
-        question=question,
+        question=escape_document(question),
         documents=_passages(passages) if passages else "(no passages were found)",
         cut_short=cut,
     )

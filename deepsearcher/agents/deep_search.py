@@ -22,6 +22,7 @@ from deepsearcher.agents.base import (
     escape_document,
     messages_for,
     new_answer,
+    render_document,
     write_answer,
 )
 from deepsearcher.agents.parsing import parse_str_list, parse_yes_no, parse_yes_no_list
@@ -152,8 +153,8 @@ class DeepSearchAgent:
                     messages_for(
                         prompts.REFLECT.format(
                             max_gaps=q.max_gap_queries,
-                            question=question,
-                            queries=all_queries,
+                            question=escape_document(question),
+                            queries=escape_document(str(all_queries)),
                             documents=_kept_digest(kept),
                         )
                     ),
@@ -188,7 +189,9 @@ class DeepSearchAgent:
         try:
             subs = await ctx.ask(
                 messages_for(
-                    prompts.DECOMPOSE.format(max_queries=q.max_sub_queries, question=question)
+                    prompts.DECOMPOSE.format(
+                        max_queries=q.max_sub_queries, question=escape_document(question)
+                    )
                 ),
                 partial(parse_str_list, max_items=q.max_sub_queries),
             )
@@ -263,10 +266,9 @@ class DeepSearchAgent:
         self, ctx: RunContext, question: str, queries: list[str], hit: Hit
     ) -> list[tuple[Hit, bool | None, str | None]]:
         prompt = prompts.JUDGE.format(
-            question=question,
-            queries=queries,
-            source=_source_label(hit),
-            text=escape_document(hit.text),
+            question=escape_document(question),
+            queries=escape_document(str(queries)),
+            document=render_document(hit),
         )
         try:
             return [(hit, await ctx.ask(messages_for(prompt), parse_yes_no), None)]
@@ -278,14 +280,12 @@ class DeepSearchAgent:
     async def _judge_batch(
         self, ctx: RunContext, question: str, queries: list[str], hits: list[Hit]
     ) -> list[tuple[Hit, bool | None, str | None]]:
-        docs = "\n\n".join(
-            prompts.JUDGE_BATCH_ITEM.format(
-                n=i, source=_source_label(h), text=escape_document(h.text)
-            )
-            for i, h in enumerate(hits, start=1)
-        )
+        docs = "\n\n".join(render_document(h, i) for i, h in enumerate(hits, start=1))
         prompt = prompts.JUDGE_BATCH.format(
-            question=question, queries=queries, documents=docs, count=len(hits)
+            question=escape_document(question),
+            queries=escape_document(str(queries)),
+            documents=docs,
+            count=len(hits),
         )
         try:
             verdicts = await ctx.ask(
@@ -299,10 +299,6 @@ class DeepSearchAgent:
             (h, v, None if v is not None else "no verdict for this passage")
             for h, v in zip(hits, verdicts, strict=True)
         ]
-
-
-def _source_label(hit: Hit) -> str:
-    return f"(web) {hit.source}" if hit.kind == "web" else hit.source
 
 
 def _answer_context(kept: Sequence[Hit], fused: Mapping[str, float], limit: int) -> list[Hit]:
@@ -324,7 +320,4 @@ def _kept_digest(
         return "(none yet)"
     chars = max(min_chars, min(max_chars, budget // len(kept)))
     shown = list(enumerate(kept, start=1))[-max(1, budget // chars) :]
-    return "\n\n".join(
-        f'<document n="{i}" source="{_source_label(h)}">\n{escape_document(h.text[:chars])}\n</document>'
-        for i, h in shown
-    )
+    return "\n\n".join(render_document(h, i, text=h.text[:chars]) for i, h in shown)
