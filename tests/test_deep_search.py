@@ -492,3 +492,23 @@ def test_injected_file_text_and_path_reach_no_prompt_unquoted(
     for prompt in prompts_with_payload:  # ... and only ever inside a document block
         assert "PWNED" not in _outside_documents(prompt), prompt
     assert any("PWNED" in s.source for s in answer.sources)  # the real path is kept for the user
+
+
+def test_a_citation_in_a_reflection_is_retried_not_searched(
+    loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
+) -> None:
+    # Issue #12: a reflection that ended with "[1]" was read as the query list ["1"], and "1"
+    # was searched. Now the reply is refused with the problem stated, and the retry is used.
+    llm_server.add_rule("TASK: reflect", "[]")
+    llm_server.add_rule(
+        "TASK: reflect", "The passages already name the office manager [1]", times=1
+    )
+    ds = make_searcher(_with_llm(loaded, llm_server, max_iter=3))
+    answer, events = _run(ds, "Who is the office manager in Austin?")
+    searched = [e.query for e in events if e.type == "search"]
+    assert "1" not in searched and answer.sub_queries == searched
+    assert answer.iterations == 1
+    reflections = [r for r in llm_server.requests if "TASK: reflect" in json.dumps(r)]
+    assert len(reflections) == 2  # the reply, then its retry with the problem stated
+    assert "list of strings" in reflections[1]["messages"][-1]["content"]
+    assert not answer.notes

@@ -12,6 +12,7 @@ from deepsearcher.agents.parsing import (
     OutputParseError,
     clean_output,
     complete_parsed,
+    parse_queries,
     parse_str_list,
     parse_yes_no,
     parse_yes_no_list,
@@ -61,6 +62,51 @@ def test_parse_str_list_caps_items() -> None:
 def test_parse_str_list_rejects_non_lists(reply: str) -> None:
     with pytest.raises(OutputParseError, match="list of strings"):
         parse_str_list(reply)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "The passages already answer the question [1]",  # the reply from issue #12
+        "Nothing is missing, the battery supplier is named in [2][3].",
+        "See [the manual] for the rest",
+        "The payload is stated.\nThe supplier is stated [1].",  # sentences are not a list
+    ],
+)
+def test_a_bracket_in_prose_is_not_a_list(reply: str) -> None:
+    with pytest.raises(OutputParseError, match="list of strings"):
+        parse_str_list(reply)
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        ("[1]", '"1" is not a search query'),
+        ('["NR-7 battery", 2]', '"2" is not a search query'),
+        ('["x", "battery supplier"]', '"x" is not a search query'),
+        ("Queries: [1, 2]", '"1" is not a search query'),
+        ('["2023", "--"]', '"2023" is not a search query'),
+    ],
+)
+def test_parse_queries_rejects_numbers_and_single_characters(reply: str, problem: str) -> None:
+    with pytest.raises(OutputParseError, match=problem):
+        parse_queries(reply)
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (
+            '["NR-7 battery supplier", "Q3 travel policy"]',
+            ["NR-7 battery supplier", "Q3 travel policy"],
+        ),
+        ('Queries:\n["per diem 2024"]', ["per diem 2024"]),
+        ("Here you go: ['C++ build flags', 'Go']", ["C++ build flags", "Go"]),
+        ("[]", []),
+    ],
+)
+def test_parse_queries_accepts_real_queries(reply: str, expected: list[str]) -> None:
+    assert parse_queries(reply) == expected
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from deepsearcher.agents.base import (
     render_document,
     write_answer,
 )
-from deepsearcher.agents.parsing import parse_str_list, parse_yes_no, parse_yes_no_list
+from deepsearcher.agents.parsing import parse_queries, parse_yes_no, parse_yes_no_list
 from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.types import (
     DoneEvent,
@@ -158,7 +158,7 @@ class DeepSearchAgent:
                             documents=_kept_digest(kept),
                         )
                     ),
-                    partial(parse_str_list, max_items=q.max_gap_queries),
+                    partial(parse_queries, max_items=q.max_gap_queries),
                 )
             except BudgetExceeded as exc:
                 ctx.cut_short = exc.message
@@ -193,7 +193,7 @@ class DeepSearchAgent:
                         max_queries=q.max_sub_queries, question=escape_document(question)
                     )
                 ),
-                partial(parse_str_list, max_items=q.max_sub_queries),
+                partial(parse_queries, max_items=q.max_sub_queries),
             )
         except (LLMError, BudgetExceeded) as exc:
             return [], exc.message

@@ -98,8 +98,16 @@ def _as_text(item: Any) -> str | None:
     return None
 
 
-def _find_list(text: str) -> list[Any] | None:
-    """A list anywhere in ``text``: whole-text JSON, then each ``[`` tried as JSON or Python."""
+def _opens_a_line(text: str, pos: int) -> bool:
+    """Whether the ``[`` at ``pos`` starts its line or follows a label such as "Queries:"; one
+    in the middle of a sentence is prose (a citation "[1]", "see [the manual]")."""
+    before = text[text.rfind("\n", 0, pos) + 1 : pos].strip()
+    return not before or before.endswith(":")
+
+
+def _find_list(text: str, *, in_prose: bool = True) -> list[Any] | None:
+    """A list in ``text``: whole-text JSON, then each ``[`` tried as JSON or Python. With
+    ``in_prose=False`` a ``[`` inside running prose is skipped."""
     try:
         found = _from_json(json.loads(text))
         if found is not None:
@@ -108,6 +116,8 @@ def _find_list(text: str) -> list[Any] | None:
         pass
     decoder = json.JSONDecoder()
     for m in re.finditer(r"\[", text):
+        if not in_prose and not _opens_a_line(text, m.start()):
+            continue
         try:
             value, _ = decoder.raw_decode(text, m.start())
             return list(value)
@@ -124,9 +134,10 @@ def _line_items(text: str) -> list[str] | None:
     if marked:
         lines = [_MARKER.sub("", line) for line in marked]
     else:
-        # Unmarked lines count only as a list of several; one line of prose is not a list.
+        # Unmarked lines count only as a list of several; one line of prose is not a list,
+        # and neither are sentences.
         lines = [line for line in lines if not line.endswith(":")]
-        if len(lines) < 2:
+        if len(lines) < 2 or any(line.endswith(".") for line in lines):
             return None
     return [line.strip().strip("\"'`").rstrip(",").strip("\"'`") for line in lines]
 
@@ -138,7 +149,7 @@ def parse_str_list(text: str, *, max_items: int | None = None) -> list[str]:
         raise OutputParseError(
             "the reply was empty (or unfinished <think> reasoning); expected a JSON list of strings"
         )
-    found = _find_list(cleaned)
+    found = _find_list(cleaned, in_prose=False)
     raw: list[Any] | None = found if found is not None else _line_items(cleaned)
     if raw is None:
         raise OutputParseError(
@@ -153,6 +164,20 @@ def parse_str_list(text: str, *, max_items: int | None = None) -> list[str]:
             seen.add(value.casefold())
             out.append(value)
     return out[:max_items] if max_items is not None else out
+
+
+def parse_queries(text: str, *, max_items: int | None = None) -> list[str]:
+    """Search queries: a list of strings (see ``parse_str_list``) in which every item is a
+    phrase. A number or a single character is what a citation or a numbered list leaves
+    behind, and searching it matches unrelated text, so the reply is refused (and retried)."""
+    queries = parse_str_list(text, max_items=max_items)
+    for query in queries:
+        if len(query) < 2 or not any(ch.isalpha() for ch in query):
+            raise OutputParseError(
+                f'"{_snippet(query)}" is not a search query; expected a JSON list of search '
+                'phrases like ["NR-7 battery supplier"], or [] when nothing is missing'
+            )
+    return queries
 
 
 def _verdict(text: str) -> bool | None:
