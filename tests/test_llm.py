@@ -244,3 +244,22 @@ def test_default_responder_covers_every_task(llm_server: ScriptedLLMServer) -> N
     assert llm_server.count("judge") == 2 and llm_server.count("judge-batch") == 1
     llm_server.reset()
     assert llm_server.requests == [] and llm_server.count("judge") == 0
+
+
+def test_refused_connection_is_not_retried(caplog: pytest.LogCaptureFixture) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
+    settings = LLMSettings(
+        base_url=f"http://127.0.0.1:{port}/v1", api_key_env=NO_KEY_ENV, max_retries=3
+    )
+    caplog.set_level("WARNING", logger="deepsearcher")
+    with pytest.raises(LLMUnavailableError) as err:
+        asyncio.run(OpenAIChatModel(settings, backoff_base_s=0.01).complete(HELLO))
+    assert err.value.message == (
+        f"cannot connect to the LLM at http://127.0.0.1:{port}/v1 (Connection refused)"
+    )
+    assert "DEEPSEARCHER_LLM__BASE_URL" in err.value.hint
+    assert "retry" not in caplog.text  # the first refusal ends the call

@@ -187,3 +187,24 @@ def test_complete_parsed_gives_up_after_two_bad_replies(llm_server: ScriptedLLMS
             )
         )
     assert usage.llm_calls == 2 and len(llm_server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "<think>Let me check passage [1] first.</think>\n\nPasswords change every 90 days [1].",
+        "Answer first. <THINK>hidden</Think> More text, 3 < 5 and <b>bold</b>.",
+        "a<think>x</think>b<think>y</think>c",
+        "No tags, only a <thin edge",
+        "<think>cut off before the answer",
+    ],
+)
+def test_reasoning_filter_matches_clean_output_however_the_stream_is_split(reply: str) -> None:
+    from deepsearcher.agents.parsing import ReasoningFilter
+
+    for i in range(len(reply) + 1):
+        for j in range(i, len(reply) + 1):
+            visible = ReasoningFilter()
+            parts = [visible.feed(reply[:i]), visible.feed(reply[i:j]), visible.feed(reply[j:])]
+            streamed = "".join(parts) + visible.flush()
+            assert streamed.strip() == clean_output(reply), (i, j, streamed)

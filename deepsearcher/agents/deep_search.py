@@ -75,6 +75,7 @@ class DeepSearchAgent:
         rerank: str | None = None,
         web: bool | None = None,
         timeout_s: float | None = None,
+        budget_name: str | None = None,
     ) -> AsyncIterator[Event]:
         q = self.settings.query
         max_iter = max_iter or q.max_iter
@@ -88,7 +89,7 @@ class DeepSearchAgent:
                 yield event
             return
 
-        ctx = RunContext.create(self.settings, llm, timeout_s)
+        ctx = RunContext.create(self.settings, llm, timeout_s, budget_name)
         answer = new_answer(question, "deep")
         # Routing and decomposition do not depend on each other: run them side by side, so a
         # store with several collections does not add a round trip before the first search.
@@ -102,6 +103,14 @@ class DeepSearchAgent:
             decompose.cancel()  # a no-op once done; stops it when routing raised
         for ev in route_events:
             yield ev
+        if ctx.unreachable is not None:
+            # A refused connection will be refused again: no step of the loop can work, so
+            # show the passages now instead of failing each step in turn.
+            from deepsearcher.agents.naive_rag import retrieval_only
+
+            async for event in retrieval_only(self.searcher, question, names, top_k, ctx=ctx):
+                yield event
+            return
         web_tool = self._web_tool(web)
 
         # 1. Decompose (already asked above).
@@ -121,7 +130,12 @@ class DeepSearchAgent:
             yield SubQueriesEvent(queries=list(pending), iteration=iteration)
 
             # 2. Search every pending query at once (one embedding batch, collections in parallel).
-            results = await self.retriever.search(pending, names, top_k)
+            try:
+                results = await ctx.in_time(self.retriever.search(pending, names, top_k))
+            except BudgetExceeded as exc:
+                ctx.cut_short = exc.message
+                yield ctx.note(f"search cut short: {exc.message}")
+                break
             if web_tool is not None:
                 web_results, web_events = await web_tool.search_many(pending, ctx)
                 for ev in web_events:
@@ -142,7 +156,7 @@ class DeepSearchAgent:
             # 3. Judge each new chunk (concurrently, bounded by llm.max_concurrency).
             async for ev in self._judge(ctx, question, all_queries, fresh, rerank, kept, answer):
                 yield ev
-            if ctx.cut_short:
+            if ctx.cut_short or ctx.unreachable:
                 break
 
             # 4. Reflect: which evidence is still missing?
@@ -165,7 +179,10 @@ class DeepSearchAgent:
                 yield ctx.note(f"search cut short: {exc.message}")
                 break
             except LLMError as exc:
-                yield ctx.note(f"reflection failed ({exc.message}); answering with what was found")
+                if ctx.unreachable is None:  # else the answer step says it, once
+                    yield ctx.note(
+                        f"reflection failed ({exc.message}); answering with what was found"
+                    )
                 break
             pending = _dedupe(gaps, seen_queries)[: q.max_gap_queries]
             yield ReflectionEvent(gap_queries=list(pending), iteration=iteration)
@@ -236,7 +253,8 @@ class DeepSearchAgent:
             ]
         failures: list[str] = []
         try:
-            for next_done in asyncio.as_completed(tasks, timeout=max(ctx.remaining_s(), 0.001)):
+            timeout = max(ctx.search_remaining_s(), 0.001)
+            for next_done in asyncio.as_completed(tasks, timeout=timeout):
                 verdicts = await next_done
                 for hit, verdict, problem in verdicts:
                     if verdict:
@@ -247,7 +265,7 @@ class DeepSearchAgent:
                         failures.append(problem)
                     yield VerdictEvent(chunk_id=hit.id, source=hit.source, kept=bool(verdict))
         except (asyncio.TimeoutError, TimeoutError):
-            ctx.cut_short = f"time budget of {self.settings.query.timeout_s:.0f}s reached"
+            ctx.cut_short = ctx.time_reason()
             yield ctx.note(f"search cut short: {ctx.cut_short}")
         finally:
             for t in tasks:
@@ -259,7 +277,7 @@ class DeepSearchAgent:
             yield ctx.note(
                 f"search cut short: {ctx.cut_short} ({len(budget)} chunk(s) left unjudged)"
             )
-        if other:
+        if other and ctx.unreachable is None:
             yield ctx.note(f"{len(other)} chunk(s) dropped: verdict failed ({other[0]})")
 
     async def _judge_one(

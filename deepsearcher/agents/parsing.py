@@ -47,6 +47,72 @@ def clean_output(text: str) -> str:
     return re.sub(r"```[\w-]*", "", text).strip()  # an unclosed fence
 
 
+class ReasoningFilter:
+    """Drops ``<think>...</think>`` from a stream of text deltas, as ``clean_output`` does for a
+    whole reply, when a tag is split across deltas too: a tail that could be the start of a
+    tag is held back until the next delta decides it. A lone ``</think>`` (templates that put
+    the opening tag in the prompt) is dropped; the reasoning before it has already been sent,
+    which only the whole reply can undo."""
+
+    _OPEN = "<think>"
+    _CLOSE = "</think>"
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._inside = False
+        self._started = False  # no visible text yet: whitespace after a block is dropped
+
+    def feed(self, delta: str) -> str:
+        """The visible part of ``delta`` (possibly empty)."""
+        self._pending += delta
+        out: list[str] = []
+        while self._pending:
+            lower = self._pending.lower()
+            if self._inside:
+                end = lower.find(self._CLOSE)
+                if end < 0:  # reasoning: drop it, but keep what may begin the closing tag
+                    keep = _partial_tag(lower, (self._CLOSE,))
+                    self._pending = self._pending[len(self._pending) - keep :]
+                    break
+                self._pending = self._pending[end + len(self._CLOSE) :]
+                self._inside = False
+                continue
+            start, tag = min(
+                ((lower.find(t), t) for t in (self._OPEN, self._CLOSE) if t in lower),
+                default=(-1, ""),
+            )
+            if start >= 0:
+                out.append(self._pending[:start])
+                self._pending = self._pending[start + len(tag) :]
+                self._inside = tag == self._OPEN
+                continue
+            keep = _partial_tag(lower, (self._OPEN, self._CLOSE))
+            out.append(self._pending[: len(self._pending) - keep])
+            self._pending = self._pending[len(self._pending) - keep :]
+            break
+        return self._visible("".join(out))
+
+    def flush(self) -> str:
+        """What is left at the end of the stream (an unfinished block is dropped)."""
+        rest = "" if self._inside else self._pending
+        self._pending = ""
+        return self._visible(rest)
+
+    def _visible(self, text: str) -> str:
+        if not self._started:
+            text = text.lstrip()
+            self._started = bool(text)
+        return text
+
+
+def _partial_tag(lower: str, tags: tuple[str, ...]) -> int:
+    """Length of the longest end of ``lower`` that is a proper beginning of one of ``tags``."""
+    return max(
+        (n for tag in tags for n in range(len(tag) - 1, 0, -1) if lower.endswith(tag[:n])),
+        default=0,
+    )
+
+
 def _snippet(text: str) -> str:
     one_line = " ".join(text.split())
     return one_line[:80] + ("..." if len(one_line) > 80 else "")
