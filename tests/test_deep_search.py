@@ -630,3 +630,33 @@ def test_streamed_answer_has_no_reasoning_even_split_across_deltas(
     streamed = "".join(e.text for e in events if e.type == "answer_delta")
     assert streamed == "Passwords change every ninety days [1]."
     assert answer.answer == streamed
+
+
+def test_cli_with_an_unreachable_llm_shows_passages_and_one_error(loaded: Settings) -> None:
+    from typer.testing import CliRunner
+
+    from deepsearcher.cli import app
+
+    url = f"http://127.0.0.1:{_refused_port()}/v1"
+    env = {
+        "DEEPSEARCHER_VECTOR_STORE__URI": loaded.vector_store.uri,
+        "DEEPSEARCHER_LLM__BASE_URL": url,
+    }
+    question = "Who is the office manager in Austin?"
+    res = CliRunner().invoke(app, ["query", question, "--json"], env=env)
+    assert res.exit_code == 0, res.output  # the configured agent: passages are the answer
+    body = json.loads(res.stdout)
+    assert body["mode"] == "retrieval-only" and body["usage"]["llm_calls"] == 0
+    assert any("Rafael Ortega" in s["text"] for s in body["sources"])
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: cannot connect to the LLM at {url} (Connection refused); "
+        "showing the best passages only"
+    ]
+    assert "hint: check DEEPSEARCHER_LLM__BASE_URL" in res.stderr
+    assert "retry" not in res.stderr
+
+    res = CliRunner().invoke(app, ["query", question, "--agent", "deep"], env=env)
+    assert res.exit_code == 1  # asked for deep search explicitly, and it could not be done
+    assert "Rafael Ortega" in res.stdout  # the passages are still shown
+    assert res.stderr.count("error:") == 1 and "note: LLM unreachable" not in res.stderr
