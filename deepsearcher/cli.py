@@ -228,13 +228,31 @@ def query(
             if as_json:
                 answer = ds.query(question, **options)
                 typer.echo(json.dumps(answer.to_dict(), ensure_ascii=False))
-                return
-            handler.addFilter(_drop_rendered_notes)
-            with QueryView(_err_console(), _out_console(), verbose=verbose > 0) as view:
-                answer = asyncio.run(_consume(ds, question, view, options))
-            view.finish(answer)
+            else:
+                handler.addFilter(_drop_rendered_notes)
+                with QueryView(_err_console(), _out_console(), verbose=verbose > 0) as view:
+                    answer = asyncio.run(_consume(ds, question, view, options))
+                view.finish(answer)
     except DeepSearcherError as exc:
         raise fail(exc) from None
+    _report_lost_llm(settings, answer, explicit_agent=agent is not None)
+
+
+def _report_lost_llm(settings: Settings, answer: Any, *, explicit_agent: bool) -> None:
+    """An LLM that refused the connection: the passages were shown; now one error line and
+    its hint. The exit code is 1 only when --agent asked for an LLM answer explicitly: with the
+    configured default, the passages are the degraded answer and scripts keep working."""
+    from deepsearcher.agents.base import LLM_UNREACHABLE
+    from deepsearcher.llm import LLMUnreachableError, unreachable_hint
+
+    if answer.mode != "retrieval-only" or not settings.llm_configured():
+        return
+    note = next((n for n in answer.notes if n.startswith(LLM_UNREACHABLE)), None)
+    if note is not None:
+        message = note.removeprefix(f"{LLM_UNREACHABLE}: ")
+        exit_ = fail(LLMUnreachableError(message, unreachable_hint(settings.llm.base_url or "")))
+        if explicit_agent:
+            raise exit_
 
 
 def _drop_rendered_notes(record: logging.LogRecord) -> bool:
@@ -244,11 +262,13 @@ def _drop_rendered_notes(record: logging.LogRecord) -> bool:
 
 
 async def _consume(ds: DeepSearcher, question: str, view: Any, options: dict[str, Any]) -> Any:
+    from deepsearcher.agents.base import LLM_UNREACHABLE
+
     answer = None
     async for event in ds.astream(question, **options):
         if event.type == "done":
             answer = event.answer  # type: ignore[attr-defined]
-        else:
+        elif not getattr(event, "message", "").startswith(LLM_UNREACHABLE):  # said once, below
             view.handle(event)
     return answer
 

@@ -70,6 +70,11 @@ class ChatModel(Protocol):
         ...
 
 
+class LLMUnreachableError(LLMUnavailableError):
+    """No connection could be made (refused, unknown host, no route). Not retried: the next
+    attempt would be refused the same way, so a run stops calling the LLM after the first."""
+
+
 class _Retryable(Exception):
     """A transient failure: worth another attempt after ``delay`` (None: use backoff)."""
 
@@ -79,16 +84,19 @@ class _Retryable(Exception):
         self.delay = delay
 
 
-def _transport_errors() -> tuple[type[Exception], ...]:
+def _transport_errors(name: str = "HTTPError") -> tuple[type[Exception], ...]:
     # openai 1.x streams over httpx, 3.x over httpx2; a cut stream raises the library's own
     # error, which the SDK does not wrap.
-    errors: list[type[Exception]] = [httpx.HTTPError]
+    errors: list[type[Exception]] = [getattr(httpx, name)]
     with contextlib.suppress(ImportError):
-        errors.append(importlib.import_module("httpx2").HTTPError)
+        errors.append(getattr(importlib.import_module("httpx2"), name))
     return tuple(errors)
 
 
 _TRANSPORT_ERRORS = _transport_errors()
+# Refused, unknown host, no route, failed TLS handshake: nothing answered at all. (A connect
+# timeout is a TimeoutException, not a ConnectError: a slow server is worth a retry.)
+_CONNECT_ERRORS = _transport_errors("ConnectError")
 _STREAM_ERRORS: tuple[type[Exception], ...] = (openai.APIError, _Retryable, *_TRANSPORT_ERRORS)
 _STREAM_RETRYABLE: tuple[type[Exception], ...] = (
     _Retryable,
@@ -271,6 +279,12 @@ class OpenAIChatModel:
         except openai.APITimeoutError as exc:
             raise _Retryable(f"timed out after {self.settings.timeout_s:g}s") from exc
         except openai.APIConnectionError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, _CONNECT_ERRORS):
+                raise LLMUnreachableError(
+                    f"cannot connect to the LLM at {self.endpoint} ({_connect_reason(cause)})",
+                    unreachable_hint(self.endpoint),
+                ) from exc
             raise _Retryable(_describe(exc)) from exc
         except (openai.APIResponseValidationError, ValueError) as exc:
             # A 200 whose body is not the expected JSON: a proxy or an overloaded server.
@@ -324,6 +338,28 @@ class OpenAIChatModel:
         if status == 404:
             return f"check llm.model ({self.settings.model!r}) and llm.base_url ({self.endpoint})"
         return None
+
+
+def _connect_reason(exc: BaseException) -> str:
+    """The OS's reason ("Connection refused", "Name or service not known") from the chain
+    under the transport's generic "All connection attempts failed"."""
+    seen: BaseException | None = exc
+    for _ in range(10):
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.strerror:
+            # asyncio words a refusal "Connect call failed (...)"; the errno says it plainly.
+            # Resolver errors (gaierror) have negative codes and their own text.
+            return os.strerror(seen.errno) if seen.errno and seen.errno > 0 else seen.strerror
+        seen = seen.__cause__ or seen.__context__
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
+
+
+def unreachable_hint(endpoint: str) -> str:
+    return (
+        f"check DEEPSEARCHER_LLM__BASE_URL (llm.base_url, now {endpoint}) and that the LLM "
+        "server is running; without an LLM, queries show the best passages only"
+    )
 
 
 def _usage(u: Any) -> Usage:

@@ -199,10 +199,13 @@ class _Service:
                 )
 
     def search_options(self, options: dict[str, Any]) -> dict[str, Any]:
-        # Stop searching early enough to still write an answer inside the request timeout.
+        # The run (search and answer) ends within its budget plus a small grace; 80% of the
+        # request timeout leaves that grace and the time to send the answer before the 504.
+        # The budget's name goes along, so a cut-short note names the limit that applied.
         soft = self.server.request_timeout_s * 0.8
         if soft < self.searcher.settings.query.timeout_s:
-            options = {**options, "timeout_s": soft}
+            name = f"80% of server.request_timeout_s={self.server.request_timeout_s:g}s"
+            options = {**options, "timeout_s": soft, "budget_name": name}
         return options
 
     async def events(

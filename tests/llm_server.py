@@ -202,6 +202,12 @@ class ScriptedLLMServer:
     ) -> None:
         self.latency = latency
         self.hang_s = hang_s
+        # Stream deltas of this many characters instead of words, so tags split across deltas.
+        self.stream_piece_chars: int | None = None
+        # Stall a stream this long after its first ``stream_stall_after`` deltas (a reply that
+        # starts, then hangs).
+        self.stream_stall_after: int | None = None
+        self.stream_stall_s = 60.0
         self.model = model
         self.requests: list[Request] = []
         self.max_in_flight = 0
@@ -470,10 +476,16 @@ class _Handler(BaseHTTPRequestHandler):
                 ]
             }
         )
-        for i, piece in enumerate(_pieces(reply)):
+        size = self.scripted.stream_piece_chars
+        pieces = [reply[i : i + size] for i in range(0, len(reply), size)] if size else None
+        for i, piece in enumerate(pieces or _pieces(reply)):
             send({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
             if cut and i == 0:
                 self.close_connection = True
+                return
+            if i + 1 == self.scripted.stream_stall_after and self.scripted._stopping.wait(
+                self.scripted.stream_stall_s
+            ):
                 return
         send({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
         if usage is not None:

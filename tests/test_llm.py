@@ -206,20 +206,23 @@ def test_default_responder_covers_every_task(llm_server: ScriptedLLMServer) -> N
         "Who owns billing",
     ]
 
-    judge = prompts.JUDGE.format(question="Who owns billing?", queries="[]", source="a", text="{}")
-    assert ask(llm_server, judge.replace("{}", "Billing is owned by Ana.")) == "YES"
-    assert ask(llm_server, judge.replace("{}", "The cafeteria opens at 9.")) == "NO"
+    def doc(text: str, n: int | None = None) -> str:
+        attributes = (f'n="{n}" ' if n else "") + 'source="s"'
+        return prompts.DOCUMENT.format(attributes=attributes, text=text)
 
-    items = [
-        prompts.JUDGE_BATCH_ITEM.format(n=i + 1, source="s", text=t)
-        for i, t in enumerate(["billing team", "lunch menu"])
-    ]
+    def judge(text: str) -> str:
+        return prompts.JUDGE.format(question="Who owns billing?", queries="[]", document=doc(text))
+
+    assert ask(llm_server, judge("Billing is owned by Ana.")) == "YES"
+    assert ask(llm_server, judge("The cafeteria opens at 9.")) == "NO"
+
+    items = [doc(t, i + 1) for i, t in enumerate(["billing team", "lunch menu"])]
     batch = prompts.JUDGE_BATCH.format(
         question="Who owns billing?", queries="[]", documents="\n".join(items), count=2
     )
     assert json.loads(ask(llm_server, batch)) == ["YES", "NO"]
 
-    passage = prompts.ANSWER_PASSAGE.format(n=1, source="s", text="Ana owns billing. Since 2020.")
+    passage = doc("Ana owns billing. Since 2020.", 1)
     answer = prompts.ANSWER.format(cut_short="", question="q", documents=passage)
     assert ask(llm_server, answer) == "Ana owns billing. [1]"
     empty = prompts.ANSWER.format(cut_short="", question="q", documents="")
@@ -241,3 +244,22 @@ def test_default_responder_covers_every_task(llm_server: ScriptedLLMServer) -> N
     assert llm_server.count("judge") == 2 and llm_server.count("judge-batch") == 1
     llm_server.reset()
     assert llm_server.requests == [] and llm_server.count("judge") == 0
+
+
+def test_refused_connection_is_not_retried(caplog: pytest.LogCaptureFixture) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
+    settings = LLMSettings(
+        base_url=f"http://127.0.0.1:{port}/v1", api_key_env=NO_KEY_ENV, max_retries=3
+    )
+    caplog.set_level("WARNING", logger="deepsearcher")
+    with pytest.raises(LLMUnavailableError) as err:
+        asyncio.run(OpenAIChatModel(settings, backoff_base_s=0.01).complete(HELLO))
+    assert err.value.message == (
+        f"cannot connect to the LLM at http://127.0.0.1:{port}/v1 (Connection refused)"
+    )
+    assert "DEEPSEARCHER_LLM__BASE_URL" in err.value.hint
+    assert "retry" not in caplog.text  # the first refusal ends the call

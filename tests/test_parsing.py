@@ -12,6 +12,7 @@ from deepsearcher.agents.parsing import (
     OutputParseError,
     clean_output,
     complete_parsed,
+    parse_queries,
     parse_str_list,
     parse_yes_no,
     parse_yes_no_list,
@@ -61,6 +62,51 @@ def test_parse_str_list_caps_items() -> None:
 def test_parse_str_list_rejects_non_lists(reply: str) -> None:
     with pytest.raises(OutputParseError, match="list of strings"):
         parse_str_list(reply)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "The passages already answer the question [1]",  # the reply from issue #12
+        "Nothing is missing, the battery supplier is named in [2][3].",
+        "See [the manual] for the rest",
+        "The payload is stated.\nThe supplier is stated [1].",  # sentences are not a list
+    ],
+)
+def test_a_bracket_in_prose_is_not_a_list(reply: str) -> None:
+    with pytest.raises(OutputParseError, match="list of strings"):
+        parse_str_list(reply)
+
+
+@pytest.mark.parametrize(
+    ("reply", "problem"),
+    [
+        ("[1]", '"1" is not a search query'),
+        ('["NR-7 battery", 2]', '"2" is not a search query'),
+        ('["x", "battery supplier"]', '"x" is not a search query'),
+        ("Queries: [1, 2]", '"1" is not a search query'),
+        ('["2023", "--"]', '"2023" is not a search query'),
+    ],
+)
+def test_parse_queries_rejects_numbers_and_single_characters(reply: str, problem: str) -> None:
+    with pytest.raises(OutputParseError, match=problem):
+        parse_queries(reply)
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (
+            '["NR-7 battery supplier", "Q3 travel policy"]',
+            ["NR-7 battery supplier", "Q3 travel policy"],
+        ),
+        ('Queries:\n["per diem 2024"]', ["per diem 2024"]),
+        ("Here you go: ['C++ build flags', 'Go']", ["C++ build flags", "Go"]),
+        ("[]", []),
+    ],
+)
+def test_parse_queries_accepts_real_queries(reply: str, expected: list[str]) -> None:
+    assert parse_queries(reply) == expected
 
 
 @pytest.mark.parametrize(
@@ -141,3 +187,24 @@ def test_complete_parsed_gives_up_after_two_bad_replies(llm_server: ScriptedLLMS
             )
         )
     assert usage.llm_calls == 2 and len(llm_server.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "<think>Let me check passage [1] first.</think>\n\nPasswords change every 90 days [1].",
+        "Answer first. <THINK>hidden</Think> More text, 3 < 5 and <b>bold</b>.",
+        "a<think>x</think>b<think>y</think>c",
+        "No tags, only a <thin edge",
+        "<think>cut off before the answer",
+    ],
+)
+def test_reasoning_filter_matches_clean_output_however_the_stream_is_split(reply: str) -> None:
+    from deepsearcher.agents.parsing import ReasoningFilter
+
+    for i in range(len(reply) + 1):
+        for j in range(i, len(reply) + 1):
+            visible = ReasoningFilter()
+            parts = [visible.feed(reply[:i]), visible.feed(reply[i:j]), visible.feed(reply[j:])]
+            streamed = "".join(parts) + visible.flush()
+            assert streamed.strip() == clean_output(reply), (i, j, streamed)

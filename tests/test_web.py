@@ -380,6 +380,44 @@ def test_guard_refuses_private_hosts_before_connecting(
     assert refused.count("not fetching") == 5
 
 
+@pytest.mark.parametrize(
+    ("address", "reason"),
+    [
+        ("2002:7f00:1::", "loopback via 6to4 (127.0.0.1)"),
+        ("2002:a9fe:a9fe::", "link-local via 6to4 (169.254.169.254)"),
+        ("2002:a00:1::", "private via 6to4 (10.0.0.1)"),
+        ("fec0::1", "site-local"),
+        ("2001:0:808:808:8000:63bf:80ff:fffe", "loopback via Teredo (127.0.0.1)"),
+        ("64:ff9b::7f00:1", "loopback via NAT64 (127.0.0.1)"),
+        ("64:ff9b::a9fe:a9fe", "link-local via NAT64 (169.254.169.254)"),
+        ("64:ff9b:1:a00:0:100::", "unspecified via NAT64 (0.0.0.0)"),  # 10.0.0.1 in /48
+        ("64:ff9b:1::a00:1", "private via NAT64 (10.0.0.1)"),  # /96 layout
+        ("::ffff:169.254.169.254", "link-local via IPv4-mapped (169.254.169.254)"),
+    ],
+)
+def test_guard_refuses_ipv4_hidden_in_ipv6(address: str, reason: str) -> None:
+    import ipaddress
+
+    assert fetch_module.refusal_reason(ipaddress.ip_address(address)) == reason
+
+
+@pytest.mark.parametrize(
+    "address", ["2002:808:808::", "64:ff9b::808:808", "::ffff:8.8.8.8", "2606:4700::1111"]
+)
+def test_guard_lets_public_addresses_through(address: str) -> None:
+    import ipaddress
+
+    assert fetch_module.refusal_reason(ipaddress.ip_address(address)) is None
+
+
+def test_guard_refuses_a_6to4_url_to_the_metadata_service(settings: Settings) -> None:
+    fetcher = PageFetcher(settings.web_search)
+    with pytest.raises(fetch_module.FetchRefused, match="link-local via 6to4"):
+        asyncio.run(fetcher.check_url("http://[2002:a9fe:a9fe::]/latest/meta-data/"))
+    with pytest.raises(fetch_module.FetchRefused, match="loopback via 6to4"):
+        asyncio.run(fetcher.check_url("http://[2002:7f00:1::]/"))
+
+
 def test_allow_private_hosts_fetches_main_text(settings: Settings, stub: WebStub) -> None:
     stub.pages["a"] = ARTICLE
     stub.results = [{"title": "care", "url": f"{stub.url}/page/a", "content": "short snippet"}]

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -26,7 +26,7 @@ from deepsearcher.types import (
 )
 
 if TYPE_CHECKING:
-    from deepsearcher.llm import ChatModel, Message
+    from deepsearcher.llm import ChatModel, Message, StreamPiece
     from deepsearcher.searcher import DeepSearcher
 
 logger = logging.getLogger(__name__)
@@ -36,36 +36,67 @@ _CITATION = re.compile(r"\[(\d{1,3})\]")
 _EXCERPT_CHARS = 600
 
 
+LLM_UNREACHABLE = "LLM unreachable"  # starts the note of a run that lost its LLM
+ANSWER_RESERVE_SHARE = 0.25  # of the time budget, kept for the answer (at most llm.timeout_s)
+
+
 @dataclass
 class RunContext:
-    """Usage and budget of one question. Every LLM call of the run goes through it."""
+    """Usage and budget of one question. Every LLM call of the run goes through it.
+
+    Time: ``deadline`` ends the whole run. No LLM call outlives it: each gets at most the time
+    left (``llm.timeout_s`` still bounds each attempt inside the client). The search phase
+    stops ``answer_reserve_s`` earlier, so the answer can still be written from what was found.
+    """
 
     settings: Settings
     llm: ChatModel | None
     max_llm_calls: int
     max_tokens: int
     deadline: float
+    budget_s: float = 0.0
+    budget_name: str = "query.timeout_s"
+    answer_reserve_s: float = 0.0
     usage: Usage = field(default_factory=Usage)
     cut_short: str | None = None
     notes: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
     in_flight: int = 0  # calls started but not yet counted in usage (concurrent verdicts)
+    unreachable: LLMError | None = None  # set on the first refused connection: no more calls
 
     @classmethod
     def create(
-        cls, settings: Settings, llm: ChatModel | None, timeout_s: float | None = None
+        cls,
+        settings: Settings,
+        llm: ChatModel | None,
+        timeout_s: float | None = None,
+        budget_name: str | None = None,
     ) -> RunContext:
         q = settings.query
+        budget = timeout_s or q.timeout_s
+        if budget_name is None:
+            budget_name = "query.timeout_s" if timeout_s is None else "timeout_s option"
         return cls(
             settings=settings,
             llm=llm,
             max_llm_calls=q.max_llm_calls,
             max_tokens=q.max_tokens,
-            deadline=time.monotonic() + (timeout_s or q.timeout_s),
+            deadline=time.monotonic() + budget,
+            budget_s=budget,
+            budget_name=budget_name,
+            answer_reserve_s=min(settings.llm.timeout_s, budget * ANSWER_RESERVE_SHARE),
         )
 
     def remaining_s(self) -> float:
+        """Seconds left for the whole run (the answer step gets all of it)."""
         return self.deadline - time.monotonic()
+
+    def search_remaining_s(self) -> float:
+        """Seconds left for the search phase, which leaves the answer its reserve."""
+        return self.remaining_s() - self.answer_reserve_s
+
+    def time_reason(self) -> str:
+        return f"time budget of {self.budget_s:g}s reached ({self.budget_name})"
 
     def check_budget(self, reserve_calls: int = 1) -> None:
         """Raise BudgetExceeded when a search-phase call would eat the answer's reserve."""
@@ -73,26 +104,52 @@ class RunContext:
             raise BudgetExceeded(f"LLM call budget of {self.max_llm_calls} reached")
         if self.usage.total_tokens >= self.max_tokens:
             raise BudgetExceeded(f"token budget of {self.max_tokens} reached")
-        if self.remaining_s() <= 0:
-            raise BudgetExceeded(f"time budget of {self.settings.query.timeout_s:.0f}s reached")
+        if self.search_remaining_s() <= 0:
+            raise BudgetExceeded(self.time_reason())
 
     def note(self, message: str) -> NoteEvent:
         self.notes.append(message)
         logger.info("%s", message)
         return NoteEvent(message=message)
 
+    def unreachable_note(self) -> NoteEvent:
+        assert self.unreachable is not None
+        return self.note(
+            f"{LLM_UNREACHABLE}: {self.unreachable.message}; showing the best passages only"
+        )
+
     async def ask(
         self, messages: list[Message], parse: Callable[[str], T], *, budgeted: bool = True
     ) -> T:
-        """One parsed LLM call (retried once on unusable output)."""
+        """One parsed LLM call (retried once on unusable output), within the time left."""
+        from deepsearcher.llm import LLMUnreachableError
+
         assert self.llm is not None
+        if self.unreachable is not None:
+            raise self.unreachable
         if budgeted:
             self.check_budget()
+        left = self.search_remaining_s() if budgeted else self.remaining_s()
         self.in_flight += 1
         try:
-            return await complete_parsed(self.llm, messages, parse, usage=self.usage)
+            return await asyncio.wait_for(
+                complete_parsed(self.llm, messages, parse, usage=self.usage), max(left, 0.001)
+            )
+        except asyncio.TimeoutError:
+            raise BudgetExceeded(self.time_reason()) from None
+        except LLMUnreachableError as exc:
+            self.unreachable = self.unreachable or exc
+            raise
         finally:
             self.in_flight -= 1
+
+    async def in_time(self, work: Awaitable[T]) -> T:
+        """``work`` (a retrieval) within the run's time left, else BudgetExceeded. Work in a
+        thread is abandoned, not stopped: the run returns, the thread finishes on its own."""
+        try:
+            return await asyncio.wait_for(work, max(self.remaining_s(), 0.001))
+        except asyncio.TimeoutError:
+            raise BudgetExceeded(self.time_reason()) from None
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
@@ -102,9 +159,40 @@ def messages_for(prompt: str) -> list[Message]:
     return [{"role": "system", "content": prompts.SYSTEM}, {"role": "user", "content": prompt}]
 
 
+# Any spelling a model might read as our tag: </DOCUMENT>, < /Document >, <document\t...
+_DOCUMENT_TAG = re.compile(r"<(?=\s*/?\s*document)", re.IGNORECASE)
+
+
 def escape_document(text: str) -> str:
-    # A passage cannot close its own <document> tag and smuggle text out of the data block.
-    return text.replace("</document", "</ document").replace("<document", "< document")
+    """Quoted text that cannot open or close a ``<document>`` tag, in any letter case."""
+    return _DOCUMENT_TAG.sub("&lt;", text)
+
+
+def escape_attribute(value: str) -> str:
+    """A value that cannot leave its ``"..."`` attribute, its tag or its line. ``&`` is left
+    alone: it cannot end anything, and URLs with query strings stay readable."""
+    flat = " ".join(value.split())
+    return flat.replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def render_document(hit: Hit, n: int | None = None, *, text: str | None = None) -> str:
+    """One passage as a ``<document>`` block; every field that comes from a file or a web
+    result (path, heading, title, URL, text) is escaped."""
+    attributes = [f'n="{n}"'] if n is not None else []
+    attributes.append(f'source="{escape_attribute(source_label(hit))}"')
+    if hit.heading:
+        attributes.append(f'heading="{escape_attribute(hit.heading)}"')
+    if hit.kind == "web" and hit.title and hit.title != hit.source:
+        attributes.append(f'title="{escape_attribute(hit.title)}"')
+    return prompts.DOCUMENT.format(
+        attributes=" ".join(attributes), text=escape_document(hit.text if text is None else text)
+    )
+
+
+def source_label(hit: Hit) -> str:
+    if hit.kind == "web":
+        return f"(web) {hit.source}"
+    return f"{hit.source}" + (f" p.{hit.page}" if hit.page else "")
 
 
 class Retriever:
@@ -137,7 +225,7 @@ class Retriever:
                 "the store has no collections yet", "load documents first: deepsearcher load PATH"
             )
         described = [i for i in infos if i.meta and i.meta.description]
-        if len(infos) == 1 or len(described) < 2 or ctx.llm is None:
+        if len(infos) == 1 or len(described) < 2 or ctx.llm is None or ctx.unreachable:
             return names, events
         # One routing call per question (not per sub-query): cheap, and stable across the loop.
         listing = "\n".join(
@@ -150,7 +238,8 @@ class Retriever:
                 parse_str_list,
             )
         except (LLMError, BudgetExceeded) as exc:
-            events.append(ctx.note(f"collection routing failed ({exc.message}); searching all"))
+            if ctx.unreachable is None:  # an unreachable LLM gets one note, from the agent
+                events.append(ctx.note(f"collection routing failed ({exc.message}); searching all"))
             return names, events
         chosen = [n for n in picked if n in names]
         if not chosen:
@@ -200,16 +289,7 @@ def hit_to_source(n: int, hit: Hit) -> Source:
 
 
 def _passages(hits: Sequence[Hit]) -> str:
-    return "\n\n".join(
-        prompts.ANSWER_PASSAGE.format(n=i, source=_label(h), text=escape_document(h.text))
-        for i, h in enumerate(hits, start=1)
-    )
-
-
-def _label(hit: Hit) -> str:
-    if hit.kind == "web":
-        return f"(web) {hit.source}"
-    return f"{hit.source}" + (f" p.{hit.page}" if hit.page else "")
+    return "\n\n".join(render_document(h, i) for i, h in enumerate(hits, start=1))
 
 
 def cited_sources(answer_text: str, passages: Sequence[Hit]) -> tuple[str, list[Source], int]:
@@ -242,41 +322,109 @@ async def write_answer(
 ) -> AsyncIterator[Event]:
     """Stream the cited answer; fill ``answer.answer`` and ``answer.sources``.
 
-    If the LLM fails here, the answer lists the evidence instead: the kept passages, or when
-    none were kept (verdicts failed too) the best ``fallback`` hits, unjudged."""
+    The stream gets the time left in the run; reasoning blocks are dropped from the deltas. If
+    the LLM fails here, the answer lists the evidence instead: the kept passages, or when none
+    were kept (verdicts failed too) the best ``fallback`` hits, unjudged. Out of time, a
+    partial answer is kept, marked cut short."""
     assert ctx.llm is not None
+    evidence = list(passages) or list(fallback)[:5]
+    if ctx.unreachable is not None:
+        yield ctx.unreachable_note()
+        _answer_from_evidence(answer, evidence, "the LLM could not be reached", retrieval=True)
+        return
+    if ctx.remaining_s() <= 0:
+        ctx.cut_short = ctx.cut_short or ctx.time_reason()
+        yield ctx.note(f"no time left to write the answer: {ctx.time_reason()}")
+        _answer_from_evidence(answer, evidence, ctx.time_reason())
+        return
     cut = prompts.CUT_SHORT_NOTE.format(reason=ctx.cut_short) if ctx.cut_short else ""
     prompt = prompts.ANSWER.format(
-        question=question,
+        question=escape_document(question),
         documents=_passages(passages) if passages else "(no passages were found)",
         cut_short=cut,
     )
+    from deepsearcher.agents.parsing import ReasoningFilter, clean_output
+    from deepsearcher.llm import LLMUnreachableError
+
     parts: list[str] = []
+    visible = ReasoningFilter()
+    stream = _StreamInTask(ctx.llm, messages_for(prompt), ctx.settings.llm.max_tokens)
     try:
-        async for piece in ctx.llm.stream(
-            messages_for(prompt), max_tokens=ctx.settings.llm.max_tokens
-        ):
+        while (piece := await stream.next(ctx.remaining_s())) is not None:
             if piece.text:
                 parts.append(piece.text)
-                yield AnswerDeltaEvent(text=piece.text)
+                if shown := visible.feed(piece.text):
+                    yield AnswerDeltaEvent(text=shown)
             if piece.usage is not None:
                 ctx.usage.add(piece.usage)
+        if tail := visible.flush():
+            yield AnswerDeltaEvent(text=tail)
+    except asyncio.TimeoutError:
+        ctx.cut_short = ctx.cut_short or ctx.time_reason()
+        yield ctx.note(f"answer cut short: {ctx.time_reason()}")
+        if not clean_output("".join(parts)):
+            _answer_from_evidence(answer, evidence, ctx.time_reason())
+            return
     except LLMError as exc:
+        if isinstance(exc, LLMUnreachableError):
+            ctx.unreachable = exc
+            yield ctx.unreachable_note()
+            _answer_from_evidence(answer, evidence, "the LLM could not be reached", retrieval=True)
+            return
         # Visible degradation: say the LLM failed and hand over the evidence found so far.
         yield ctx.note(f"answer step failed: {exc.message}")
-        evidence = list(passages) or list(fallback)[:5]
-        answer.answer = fallback_answer(
-            evidence, reason=f"the LLM failed while answering ({exc.message})"
-        )
-        answer.sources = [hit_to_source(i, h) for i, h in enumerate(evidence, start=1)]
+        _answer_from_evidence(answer, evidence, f"the LLM failed while answering ({exc.message})")
         return
-    from deepsearcher.agents.parsing import clean_output
+    finally:
+        stream.close()
 
     text, sources, invalid = cited_sources(clean_output("".join(parts)), passages)
     if invalid:
         yield ctx.note(f"removed {invalid} citation(s) that pointed at no passage")
     answer.answer = text.strip()
     answer.sources = sources if passages else []
+
+
+def _answer_from_evidence(
+    answer: Answer, evidence: Sequence[Hit], reason: str, *, retrieval: bool = False
+) -> None:
+    answer.answer = fallback_answer(evidence, reason=reason)
+    answer.sources = [hit_to_source(i, h) for i, h in enumerate(evidence, start=1)]
+    if retrieval:  # no LLM took part in this answer: say so in the mode, not only in a note
+        answer.mode = "retrieval-only"
+
+
+class _StreamInTask:
+    """An LLM stream consumed in a task of its own, so the reader can stop waiting at the
+    deadline: cancelling a task is clean, cancelling across an async generator's yields is
+    not (the cancellation would land in whatever the consumer awaits at that moment)."""
+
+    _END = object()
+
+    def __init__(self, llm: ChatModel, messages: list[Message], max_tokens: int) -> None:
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._task = asyncio.create_task(self._run(llm, messages, max_tokens))
+
+    async def _run(self, llm: ChatModel, messages: list[Message], max_tokens: int) -> None:
+        try:
+            async for piece in llm.stream(messages, max_tokens=max_tokens):
+                self._queue.put_nowait(piece)
+        except Exception as exc:  # handed to the reader, which raises it
+            self._queue.put_nowait(exc)
+        else:
+            self._queue.put_nowait(self._END)
+
+    async def next(self, timeout_s: float) -> StreamPiece | None:
+        """The next piece, None at the end; asyncio.TimeoutError when ``timeout_s`` passes."""
+        item = await asyncio.wait_for(self._queue.get(), max(timeout_s, 0.001))
+        if item is self._END:
+            return None
+        if isinstance(item, Exception):
+            raise item
+        return item
+
+    def close(self) -> None:
+        self._task.cancel()
 
 
 def fallback_answer(passages: Sequence[Hit], *, reason: str) -> str:

@@ -22,9 +22,10 @@ from deepsearcher.agents.base import (
     escape_document,
     messages_for,
     new_answer,
+    render_document,
     write_answer,
 )
-from deepsearcher.agents.parsing import parse_str_list, parse_yes_no, parse_yes_no_list
+from deepsearcher.agents.parsing import parse_queries, parse_yes_no, parse_yes_no_list
 from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.types import (
     DoneEvent,
@@ -74,6 +75,7 @@ class DeepSearchAgent:
         rerank: str | None = None,
         web: bool | None = None,
         timeout_s: float | None = None,
+        budget_name: str | None = None,
     ) -> AsyncIterator[Event]:
         q = self.settings.query
         max_iter = max_iter or q.max_iter
@@ -87,7 +89,7 @@ class DeepSearchAgent:
                 yield event
             return
 
-        ctx = RunContext.create(self.settings, llm, timeout_s)
+        ctx = RunContext.create(self.settings, llm, timeout_s, budget_name)
         answer = new_answer(question, "deep")
         # Routing and decomposition do not depend on each other: run them side by side, so a
         # store with several collections does not add a round trip before the first search.
@@ -101,6 +103,14 @@ class DeepSearchAgent:
             decompose.cancel()  # a no-op once done; stops it when routing raised
         for ev in route_events:
             yield ev
+        if ctx.unreachable is not None:
+            # A refused connection will be refused again: no step of the loop can work, so
+            # show the passages now instead of failing each step in turn.
+            from deepsearcher.agents.naive_rag import retrieval_only
+
+            async for event in retrieval_only(self.searcher, question, names, top_k, ctx=ctx):
+                yield event
+            return
         web_tool = self._web_tool(web)
 
         # 1. Decompose (already asked above).
@@ -120,7 +130,12 @@ class DeepSearchAgent:
             yield SubQueriesEvent(queries=list(pending), iteration=iteration)
 
             # 2. Search every pending query at once (one embedding batch, collections in parallel).
-            results = await self.retriever.search(pending, names, top_k)
+            try:
+                results = await ctx.in_time(self.retriever.search(pending, names, top_k))
+            except BudgetExceeded as exc:
+                ctx.cut_short = exc.message
+                yield ctx.note(f"search cut short: {exc.message}")
+                break
             if web_tool is not None:
                 web_results, web_events = await web_tool.search_many(pending, ctx)
                 for ev in web_events:
@@ -141,7 +156,7 @@ class DeepSearchAgent:
             # 3. Judge each new chunk (concurrently, bounded by llm.max_concurrency).
             async for ev in self._judge(ctx, question, all_queries, fresh, rerank, kept, answer):
                 yield ev
-            if ctx.cut_short:
+            if ctx.cut_short or ctx.unreachable:
                 break
 
             # 4. Reflect: which evidence is still missing?
@@ -152,19 +167,22 @@ class DeepSearchAgent:
                     messages_for(
                         prompts.REFLECT.format(
                             max_gaps=q.max_gap_queries,
-                            question=question,
-                            queries=all_queries,
+                            question=escape_document(question),
+                            queries=escape_document(str(all_queries)),
                             documents=_kept_digest(kept),
                         )
                     ),
-                    partial(parse_str_list, max_items=q.max_gap_queries),
+                    partial(parse_queries, max_items=q.max_gap_queries),
                 )
             except BudgetExceeded as exc:
                 ctx.cut_short = exc.message
                 yield ctx.note(f"search cut short: {exc.message}")
                 break
             except LLMError as exc:
-                yield ctx.note(f"reflection failed ({exc.message}); answering with what was found")
+                if ctx.unreachable is None:  # else the answer step says it, once
+                    yield ctx.note(
+                        f"reflection failed ({exc.message}); answering with what was found"
+                    )
                 break
             pending = _dedupe(gaps, seen_queries)[: q.max_gap_queries]
             yield ReflectionEvent(gap_queries=list(pending), iteration=iteration)
@@ -188,9 +206,11 @@ class DeepSearchAgent:
         try:
             subs = await ctx.ask(
                 messages_for(
-                    prompts.DECOMPOSE.format(max_queries=q.max_sub_queries, question=question)
+                    prompts.DECOMPOSE.format(
+                        max_queries=q.max_sub_queries, question=escape_document(question)
+                    )
                 ),
-                partial(parse_str_list, max_items=q.max_sub_queries),
+                partial(parse_queries, max_items=q.max_sub_queries),
             )
         except (LLMError, BudgetExceeded) as exc:
             return [], exc.message
@@ -233,7 +253,8 @@ class DeepSearchAgent:
             ]
         failures: list[str] = []
         try:
-            for next_done in asyncio.as_completed(tasks, timeout=max(ctx.remaining_s(), 0.001)):
+            timeout = max(ctx.search_remaining_s(), 0.001)
+            for next_done in asyncio.as_completed(tasks, timeout=timeout):
                 verdicts = await next_done
                 for hit, verdict, problem in verdicts:
                     if verdict:
@@ -244,7 +265,7 @@ class DeepSearchAgent:
                         failures.append(problem)
                     yield VerdictEvent(chunk_id=hit.id, source=hit.source, kept=bool(verdict))
         except (asyncio.TimeoutError, TimeoutError):
-            ctx.cut_short = f"time budget of {self.settings.query.timeout_s:.0f}s reached"
+            ctx.cut_short = ctx.time_reason()
             yield ctx.note(f"search cut short: {ctx.cut_short}")
         finally:
             for t in tasks:
@@ -256,17 +277,16 @@ class DeepSearchAgent:
             yield ctx.note(
                 f"search cut short: {ctx.cut_short} ({len(budget)} chunk(s) left unjudged)"
             )
-        if other:
+        if other and ctx.unreachable is None:
             yield ctx.note(f"{len(other)} chunk(s) dropped: verdict failed ({other[0]})")
 
     async def _judge_one(
         self, ctx: RunContext, question: str, queries: list[str], hit: Hit
     ) -> list[tuple[Hit, bool | None, str | None]]:
         prompt = prompts.JUDGE.format(
-            question=question,
-            queries=queries,
-            source=_source_label(hit),
-            text=escape_document(hit.text),
+            question=escape_document(question),
+            queries=escape_document(str(queries)),
+            document=render_document(hit),
         )
         try:
             return [(hit, await ctx.ask(messages_for(prompt), parse_yes_no), None)]
@@ -278,14 +298,12 @@ class DeepSearchAgent:
     async def _judge_batch(
         self, ctx: RunContext, question: str, queries: list[str], hits: list[Hit]
     ) -> list[tuple[Hit, bool | None, str | None]]:
-        docs = "\n\n".join(
-            prompts.JUDGE_BATCH_ITEM.format(
-                n=i, source=_source_label(h), text=escape_document(h.text)
-            )
-            for i, h in enumerate(hits, start=1)
-        )
+        docs = "\n\n".join(render_document(h, i) for i, h in enumerate(hits, start=1))
         prompt = prompts.JUDGE_BATCH.format(
-            question=question, queries=queries, documents=docs, count=len(hits)
+            question=escape_document(question),
+            queries=escape_document(str(queries)),
+            documents=docs,
+            count=len(hits),
         )
         try:
             verdicts = await ctx.ask(
@@ -299,10 +317,6 @@ class DeepSearchAgent:
             (h, v, None if v is not None else "no verdict for this passage")
             for h, v in zip(hits, verdicts, strict=True)
         ]
-
-
-def _source_label(hit: Hit) -> str:
-    return f"(web) {hit.source}" if hit.kind == "web" else hit.source
 
 
 def _answer_context(kept: Sequence[Hit], fused: Mapping[str, float], limit: int) -> list[Hit]:
@@ -324,7 +338,4 @@ def _kept_digest(
         return "(none yet)"
     chars = max(min_chars, min(max_chars, budget // len(kept)))
     shown = list(enumerate(kept, start=1))[-max(1, budget // chars) :]
-    return "\n\n".join(
-        f'<document n="{i}" source="{_source_label(h)}">\n{escape_document(h.text[:chars])}\n</document>'
-        for i, h in shown
-    )
+    return "\n\n".join(render_document(h, i, text=h.text[:chars]) for i, h in shown)

@@ -47,6 +47,72 @@ def clean_output(text: str) -> str:
     return re.sub(r"```[\w-]*", "", text).strip()  # an unclosed fence
 
 
+class ReasoningFilter:
+    """Drops ``<think>...</think>`` from a stream of text deltas, as ``clean_output`` does for a
+    whole reply, when a tag is split across deltas too: a tail that could be the start of a
+    tag is held back until the next delta decides it. A lone ``</think>`` (templates that put
+    the opening tag in the prompt) is dropped; the reasoning before it has already been sent,
+    which only the whole reply can undo."""
+
+    _OPEN = "<think>"
+    _CLOSE = "</think>"
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._inside = False
+        self._started = False  # no visible text yet: whitespace after a block is dropped
+
+    def feed(self, delta: str) -> str:
+        """The visible part of ``delta`` (possibly empty)."""
+        self._pending += delta
+        out: list[str] = []
+        while self._pending:
+            lower = self._pending.lower()
+            if self._inside:
+                end = lower.find(self._CLOSE)
+                if end < 0:  # reasoning: drop it, but keep what may begin the closing tag
+                    keep = _partial_tag(lower, (self._CLOSE,))
+                    self._pending = self._pending[len(self._pending) - keep :]
+                    break
+                self._pending = self._pending[end + len(self._CLOSE) :]
+                self._inside = False
+                continue
+            start, tag = min(
+                ((lower.find(t), t) for t in (self._OPEN, self._CLOSE) if t in lower),
+                default=(-1, ""),
+            )
+            if start >= 0:
+                out.append(self._pending[:start])
+                self._pending = self._pending[start + len(tag) :]
+                self._inside = tag == self._OPEN
+                continue
+            keep = _partial_tag(lower, (self._OPEN, self._CLOSE))
+            out.append(self._pending[: len(self._pending) - keep])
+            self._pending = self._pending[len(self._pending) - keep :]
+            break
+        return self._visible("".join(out))
+
+    def flush(self) -> str:
+        """What is left at the end of the stream (an unfinished block is dropped)."""
+        rest = "" if self._inside else self._pending
+        self._pending = ""
+        return self._visible(rest)
+
+    def _visible(self, text: str) -> str:
+        if not self._started:
+            text = text.lstrip()
+            self._started = bool(text)
+        return text
+
+
+def _partial_tag(lower: str, tags: tuple[str, ...]) -> int:
+    """Length of the longest end of ``lower`` that is a proper beginning of one of ``tags``."""
+    return max(
+        (n for tag in tags for n in range(len(tag) - 1, 0, -1) if lower.endswith(tag[:n])),
+        default=0,
+    )
+
+
 def _snippet(text: str) -> str:
     one_line = " ".join(text.split())
     return one_line[:80] + ("..." if len(one_line) > 80 else "")
@@ -98,8 +164,16 @@ def _as_text(item: Any) -> str | None:
     return None
 
 
-def _find_list(text: str) -> list[Any] | None:
-    """A list anywhere in ``text``: whole-text JSON, then each ``[`` tried as JSON or Python."""
+def _opens_a_line(text: str, pos: int) -> bool:
+    """Whether the ``[`` at ``pos`` starts its line or follows a label such as "Queries:"; one
+    in the middle of a sentence is prose (a citation "[1]", "see [the manual]")."""
+    before = text[text.rfind("\n", 0, pos) + 1 : pos].strip()
+    return not before or before.endswith(":")
+
+
+def _find_list(text: str, *, in_prose: bool = True) -> list[Any] | None:
+    """A list in ``text``: whole-text JSON, then each ``[`` tried as JSON or Python. With
+    ``in_prose=False`` a ``[`` inside running prose is skipped."""
     try:
         found = _from_json(json.loads(text))
         if found is not None:
@@ -108,6 +182,8 @@ def _find_list(text: str) -> list[Any] | None:
         pass
     decoder = json.JSONDecoder()
     for m in re.finditer(r"\[", text):
+        if not in_prose and not _opens_a_line(text, m.start()):
+            continue
         try:
             value, _ = decoder.raw_decode(text, m.start())
             return list(value)
@@ -124,9 +200,10 @@ def _line_items(text: str) -> list[str] | None:
     if marked:
         lines = [_MARKER.sub("", line) for line in marked]
     else:
-        # Unmarked lines count only as a list of several; one line of prose is not a list.
+        # Unmarked lines count only as a list of several; one line of prose is not a list,
+        # and neither are sentences.
         lines = [line for line in lines if not line.endswith(":")]
-        if len(lines) < 2:
+        if len(lines) < 2 or any(line.endswith(".") for line in lines):
             return None
     return [line.strip().strip("\"'`").rstrip(",").strip("\"'`") for line in lines]
 
@@ -138,7 +215,7 @@ def parse_str_list(text: str, *, max_items: int | None = None) -> list[str]:
         raise OutputParseError(
             "the reply was empty (or unfinished <think> reasoning); expected a JSON list of strings"
         )
-    found = _find_list(cleaned)
+    found = _find_list(cleaned, in_prose=False)
     raw: list[Any] | None = found if found is not None else _line_items(cleaned)
     if raw is None:
         raise OutputParseError(
@@ -153,6 +230,20 @@ def parse_str_list(text: str, *, max_items: int | None = None) -> list[str]:
             seen.add(value.casefold())
             out.append(value)
     return out[:max_items] if max_items is not None else out
+
+
+def parse_queries(text: str, *, max_items: int | None = None) -> list[str]:
+    """Search queries: a list of strings (see ``parse_str_list``) in which every item is a
+    phrase. A number or a single character is what a citation or a numbered list leaves
+    behind, and searching it matches unrelated text, so the reply is refused (and retried)."""
+    queries = parse_str_list(text, max_items=max_items)
+    for query in queries:
+        if len(query) < 2 or not any(ch.isalpha() for ch in query):
+            raise OutputParseError(
+                f'"{_snippet(query)}" is not a search query; expected a JSON list of search '
+                'phrases like ["NR-7 battery supplier"], or [] when nothing is missing'
+            )
+    return queries
 
 
 def _verdict(text: str) -> bool | None:

@@ -1,8 +1,10 @@
 """Every prompt the agents send, as named constants with ``{placeholders}``.
 
 Document text is data, never instructions: it is always wrapped in ``<document>`` tags and the
-system prompt says that anything inside them is quoted material. Each task prompt starts with a
-``TASK:`` line so logs (and the scripted test server) can tell the steps apart.
+system prompt says that anything inside them is quoted material. Every untrusted string is
+escaped before it is placed here (``agents.base.render_document``): a passage cannot close its
+tag, and a source path, heading or web title cannot leave its attribute. Each task prompt starts
+with a ``TASK:`` line so logs (and the scripted test server) can tell the steps apart.
 """
 
 from __future__ import annotations
@@ -27,9 +29,7 @@ Decide whether the document passage helps answer the question or any of the sear
 Question: {question}
 Search queries: {queries}
 
-<document source="{source}">
-{text}
-</document>
+{document}
 
 Reply with exactly one word: YES or NO."""
 
@@ -43,10 +43,6 @@ Search queries: {queries}
 
 Reply with a JSON list of exactly {count} strings, "YES" or "NO", one per passage in order, \
 e.g. ["YES", "NO"]."""
-
-JUDGE_BATCH_ITEM = """<document n="{n}" source="{source}">
-{text}
-</document>"""
 
 REFLECT = """TASK: reflect
 The question is being researched with search queries. Given the queries so far and the \
@@ -72,7 +68,8 @@ Question: {question}
 
 Answer:"""
 
-ANSWER_PASSAGE = """<document n="{n}" source="{source}">
+# One quoted passage; ``attributes`` (n, source, heading, title) and ``text`` arrive escaped.
+DOCUMENT = """<document {attributes}>
 {text}
 </document>"""
 

@@ -7,8 +7,9 @@ Every hop is therefore checked before any connection is made:
 
 - only ``http``/``https``;
 - the host is resolved (``getaddrinfo`` in a thread) and refused if ANY address is private,
-  loopback, link-local, multicast, reserved, unspecified or otherwise not globally routable,
-  unless ``web_search.allow_private_hosts``;
+  loopback, link-local, site-local, multicast, reserved, unspecified or otherwise not globally
+  routable, including an IPv4 address carried inside an IPv6 one (IPv4-mapped, 6to4, Teredo,
+  NAT64), unless ``web_search.allow_private_hosts``;
 - the connection goes to the address that was checked (the Host header and TLS SNI keep the
   name), so a DNS answer that changes between check and connect (rebinding) cannot slip by;
 - redirects are followed by hand, each hop checked again, at most ``MAX_REDIRECTS``;
@@ -45,16 +46,77 @@ class FetchRefused(Exception):
     """The URL (or a redirect hop) may not be fetched; ``str()`` says why."""
 
 
-def refusal_reason(ip: IPAddress) -> str | None:
-    """Why ``ip`` is not a public address, or None when it is."""
-    mapped = getattr(ip, "ipv4_mapped", None)
-    if mapped is not None:  # ::ffff:10.0.0.1 reaches 10.0.0.1
-        ip = mapped
+# NAT64 (RFC 6052 well-known prefix, RFC 8215 local-use prefix): the gateway forwards to the
+# IPv4 address written into the IPv6 one, so 64:ff9b::7f00:1 reaches 127.0.0.1.
+_NAT64_WELL_KNOWN = ipaddress.IPv6Network("64:ff9b::/96")
+_NAT64_LOCAL_USE = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def _bits(value: int, start: int, length: int) -> int:
+    """``length`` bits of a 128-bit address starting at bit ``start`` (0 = most significant)."""
+    return (value >> (128 - start - length)) & ((1 << length) - 1)
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[tuple[str, ipaddress.IPv4Address]]:
+    """IPv4 addresses an IPv6 address delivers to, with the mechanism's name."""
+    found: list[tuple[str, ipaddress.IPv4Address]] = []
+    if ip.ipv4_mapped is not None:
+        found.append(("IPv4-mapped", ip.ipv4_mapped))
+    if ip.sixtofour is not None:
+        found.append(("6to4", ip.sixtofour))
+    if ip.teredo is not None:
+        server, client = ip.teredo
+        found += [("Teredo", server), ("Teredo", client)]
+    value = int(ip)
+    if ip in _NAT64_WELL_KNOWN:
+        found.append(("NAT64", ipaddress.IPv4Address(_bits(value, 96, 32))))
+    elif ip in _NAT64_LOCAL_USE:
+        # The operator picks the prefix length inside the /48 and RFC 6052 places the IPv4
+        # bits around the reserved octet (bits 64-71) differently for each; we cannot tell
+        # which is in use, so every layout must decode to a public address (/96, the usual
+        # DNS64 setup, first so its reason is the one reported).
+        layouts = (
+            _bits(value, 96, 32),  # /96
+            _bits(value, 72, 32),  # /64
+            (_bits(value, 56, 8) << 24) | _bits(value, 72, 24),  # /56
+            (_bits(value, 48, 16) << 16) | _bits(value, 72, 16),  # /48
+        )
+        found += [("NAT64", ipaddress.IPv4Address(v)) for v in dict.fromkeys(layouts)]
+    return found
+
+
+def _ipv4_refusal(ip: ipaddress.IPv4Address) -> str | None:
     # Most specific first: 169.254/16 is also "private", but "link-local" says more.
     for label in ("loopback", "link_local", "unspecified", "multicast", "reserved", "private"):
         if getattr(ip, f"is_{label}"):
             return label.replace("_", "-")
     if not ip.is_global:  # shared address space (100.64/10), documentation ranges, ...
+        return "not globally routable"
+    return None
+
+
+def refusal_reason(ip: IPAddress) -> str | None:
+    """Why ``ip`` is not a public address, or None when it is.
+
+    An IPv6 address that carries an IPv4 address (IPv4-mapped, 6to4, Teredo, NAT64) is judged
+    by that IPv4 address with the IPv4 rules: 2002:7f00:1:: reaches 127.0.0.1 through a 6to4
+    relay. The deprecated site-local range fec0::/10 is refused like a private one."""
+    if isinstance(ip, ipaddress.IPv4Address):
+        return _ipv4_refusal(ip)
+    for mechanism, inner in embedded_ipv4(ip):
+        reason = _ipv4_refusal(inner)
+        if reason:
+            return f"{reason} via {mechanism} ({inner})"
+    if ip.ipv4_mapped is not None or ip in _NAT64_WELL_KNOWN or ip in _NAT64_LOCAL_USE:
+        # Translated to a public IPv4 address: as public as that address. Python counts these
+        # prefixes as reserved, which would refuse every host on an IPv6-only (DNS64) network.
+        return None
+    if ip.is_site_local:
+        return "site-local"
+    for label in ("loopback", "link_local", "unspecified", "multicast", "reserved", "private"):
+        if getattr(ip, f"is_{label}"):
+            return label.replace("_", "-")
+    if not ip.is_global:
         return "not globally routable"
     return None
 

@@ -256,16 +256,29 @@ class WebSearchTool:
     async def search_many(
         self, queries: Sequence[str], ctx: RunContext
     ) -> tuple[list[list[Hit]], list[Event]]:
-        """Web hits per query (aligned with ``queries``) and the events to show."""
+        """Web hits per query (aligned with ``queries``) and the events to show. The searches
+        and page fetches together end with the run's search phase."""
         events: list[Event] = []
         empty: list[list[Hit]] = [[] for _ in queries]
-        if not queries:
+        left = ctx.search_remaining_s()
+        if not queries or left <= 0:  # out of time: the loop stops and says so itself
             return empty, events
+        try:
+            hits = await asyncio.wait_for(self._search_many(queries, ctx, events), left)
+        except asyncio.TimeoutError:
+            events.append(ctx.note(f"web search cut short: {ctx.time_reason()}"))
+            return empty, events
+        return hits, events
+
+    async def _search_many(
+        self, queries: Sequence[str], ctx: RunContext, events: list[Event]
+    ) -> list[list[Hit]]:
+        empty: list[list[Hit]] = [[] for _ in queries]
         try:
             provider = self._provider()
         except WebSearchError as exc:
             self._note_unavailable(ctx, exc, events)
-            return empty, events
+            return empty
 
         outcomes = await asyncio.gather(*(self._search_one(provider, q) for q in queries))
         failures = [o for o in outcomes if isinstance(o, WebSearchError)]
@@ -276,8 +289,7 @@ class WebSearchTool:
         texts: dict[str, str] = {}
         if self.settings.fetch_pages:
             texts = await self._fetch_pages(per_query, ctx, events)
-        hits = [self._to_hits(results, texts) for results in per_query]
-        return hits, events
+        return [self._to_hits(results, texts) for results in per_query]
 
     async def _search_one(
         self, provider: WebSearch, query: str
