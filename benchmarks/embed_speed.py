@@ -50,9 +50,7 @@ def _chunk_texts(embedder: Embedder, files: list[Path]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--corpus", type=Path, default=Path("/work/shared/eval/hotpotqa100/corpus")
-    )
+    parser.add_argument("--corpus", type=Path, default=Path("/work/shared/eval/hotpotqa100/corpus"))
     parser.add_argument("--files", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
