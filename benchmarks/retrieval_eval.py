@@ -67,6 +67,7 @@ def _settings(
     analyzer: str = "standard",
     llm_url: str | None = None,
     embedding: str = "sentence-transformers",
+    db: str | None = None,
 ) -> Any:
     return load_settings(
         overrides={
@@ -75,7 +76,7 @@ def _settings(
             "vector_store": {
                 # One database per embedder: Milvus Lite allows one process per file, so runs
                 # of both embedders can go side by side.
-                "uri": str(OUT / f"retrieval_eval_{embedding}.db"),
+                "uri": str(OUT / (db or f"retrieval_eval_{embedding}.db")),
                 "collection": collection,
                 "analyzer": analyzer,
             },
@@ -96,12 +97,13 @@ async def run_retrieval(
     shared: dict[str, Any],
     embedding: str = "sentence-transformers",
     analyzer_override: str | None = None,
+    db: str | None = None,
 ) -> list[dict[str, Any]]:
     rows = []
     for name in names:
         analyzer = analyzer_override or ("chinese" if name.startswith("cmrc") else "standard")
         collection = f"bench_{name}_{embedding.replace('-', '_')}_{analyzer}"
-        ds = DeepSearcher(_settings(collection, analyzer, embedding=embedding), **shared)
+        ds = DeepSearcher(_settings(collection, analyzer, embedding=embedding, db=db), **shared)
         opts = EvalOptions(
             questions=eval_dir / name / "questions.jsonl",
             corpus=eval_dir / name / "corpus",
@@ -211,13 +213,16 @@ def main() -> None:
         help="BM25 analyzer for every dataset (default: chinese for cmrc, else standard).",
     )
     parser.add_argument("--out", default="retrieval_eval", help="Output name in benchmarks/out.")
+    parser.add_argument(
+        "--db", default=None, help="Milvus Lite file in benchmarks/out (one process per file)."
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("grpc").setLevel(logging.CRITICAL)  # Milvus Lite's unimplemented-RPC noise
     OUT.mkdir(parents=True, exist_ok=True)
 
     names = [n for n in args.datasets.split(",") if n]
-    base = _settings("bench", embedding=args.embedding)
+    base = _settings("bench", embedding=args.embedding, db=args.db)
     # One embedder and one Milvus Lite client for every dataset (Lite: one client per db).
     shared = {"embedder": build_embedder(base.embedding), "store": build_store(base.vector_store)}
     try:
@@ -235,7 +240,9 @@ def _run_all(
     args: argparse.Namespace, names: list[str], shared: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
     rows = asyncio.run(
-        run_retrieval(args.eval_dir, names, args.limit, shared, args.embedding, args.analyzer)
+        run_retrieval(
+            args.eval_dir, names, args.limit, shared, args.embedding, args.analyzer, args.db
+        )
     )
     parts = [
         "### Retrieval recall@k (distinct documents), dense vs hybrid (dense + BM25, RRF)\n",
