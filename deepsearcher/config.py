@@ -99,10 +99,11 @@ class VectorStoreSettings(_Section):
         "see benchmarks/README.md). false = dense only.",
     )
     analyzer: Literal["standard", "chinese", "multilingual"] = Field(
-        "standard",
-        description="BM25 tokenizer: standard (Latin-script words; leaves Chinese untokenized), "
-        "chinese (jieba), or multilingual (jieba + lowercase: Chinese words and Latin-script "
-        "words in one collection).",
+        "multilingual",
+        description="BM25 tokenizer: multilingual (jieba + lowercase: Chinese words and "
+        "Latin-script words in one collection; English recall as standard's, see "
+        "benchmarks/README.md), standard (Latin-script words only: a run of Chinese "
+        "characters stays one token), or chinese (jieba, collections made before multilingual).",
     )
 
 
