@@ -101,8 +101,8 @@ class VectorStoreSettings(_Section):
     analyzer: Literal["standard", "chinese", "multilingual"] = Field(
         "multilingual",
         description="BM25 tokenizer: multilingual (jieba + lowercase: Chinese words and "
-        "Latin-script words in one collection; English recall as standard's, see "
-        "benchmarks/README.md), standard (Latin-script words only: a run of Chinese "
+        "Latin-script words in one collection; English recall within noise of standard's, "
+        "see benchmarks/README.md), standard (Latin-script words only: a run of Chinese "
         "characters stays one token), or chinese (jieba, collections made before multilingual).",
     )
 
