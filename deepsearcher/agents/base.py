@@ -255,7 +255,7 @@ class Retriever:
         if not queries:
             return []
         embedder = await asyncio.to_thread(lambda: self.searcher.embedder)
-        vectors = await asyncio.to_thread(embedder.embed, list(queries))
+        vectors = await asyncio.to_thread(embedder.embed_query, list(queries))
         store = self.searcher.store
         hybrid = self.settings.vector_store.hybrid
         per_collection = await asyncio.gather(

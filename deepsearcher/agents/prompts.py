@@ -60,7 +60,8 @@ Helpful passages:
 ANSWER = """TASK: answer
 Answer the question using only the numbered passages below. Cite every claim with the \
 passage number in square brackets, like [1] or [2][3]. If the passages do not contain the \
-answer, say plainly that the documents do not state it instead of guessing.
+answer, say plainly that the documents do not state it instead of guessing. Write the \
+answer in the language of the question, whatever the language of the passages.
 {cut_short}
 Question: {question}
 

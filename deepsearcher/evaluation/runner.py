@@ -216,7 +216,7 @@ async def _run_retrieval(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     texts = [q.retrieval_text() for q in questions]
     embedder = await asyncio.to_thread(lambda: ds.embedder)
-    vectors = await asyncio.to_thread(embedder.embed, texts)
+    vectors = await asyncio.to_thread(embedder.embed_query, texts)
     store = await asyncio.to_thread(lambda: ds.store)
     fetch = max(ks) * FETCH_CHUNKS_PER_DOC
     rows: list[dict[str, Any]] = []
