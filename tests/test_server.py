@@ -349,28 +349,31 @@ def test_multipart_upload_keeps_file_names(serve: Serve, tmp_path: Path) -> None
 
 def test_timeout_and_body_limit(serve: Serve, llm_server: ScriptedLLMServer) -> None:
     url = serve(request_timeout_s=0.5, max_request_mb=0.01)
+    # A slow step inside the search is bounded by the run's own budget (80% of the request
+    # timeout): the client gets the answer marked cut short, naming the budget that applied.
     llm_server.add_rule("TASK: decompose", '["meal allowance"]', latency=3.0)
+    body = httpx.post(f"{url}/v1/query", json={"question": QUESTION}, timeout=10).json()
+    assert "server.request_timeout_s=0.5s" in body["cut_short"]
+    assert _chat(url, [{"role": "user", "content": QUESTION}]).choices[0].message.content
+    # Work before the search starts (the follow-up rewrite) is only bounded by the request
+    # timeout itself: a 504 in the OpenAI error shape, streamed or not.
+    llm_server.reset()
+    llm_server.add_rule("TASK: rewrite", "meal allowance for Oslo", latency=3.0)
+    turns = [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": "It is 50 EUR [1]."},
+        {"role": "user", "content": "And in Oslo?"},
+    ]
     with pytest.raises(openai.APIStatusError) as err:
-        _chat(url, [{"role": "user", "content": QUESTION}])
+        _chat(url, turns)
     assert err.value.status_code == 504 and err.value.body["code"] == "timeout"  # type: ignore[index]
     with pytest.raises(openai.APIStatusError) as err:
         list(
             _client(url).chat.completions.create(
-                model="deepsearcher", messages=[{"role": "user", "content": QUESTION}], stream=True
+                model="deepsearcher", messages=turns, stream=True  # type: ignore[arg-type]
             )
         )
     assert err.value.status_code == 504
-    # Past the first event the status is sent: the timeout arrives as an error in the stream,
-    # which the openai client raises.
-    llm_server.reset()
-    llm_server.add_rule("TASK: answer", "Too late [1].", latency=3.0)
-    deltas = []
-    with pytest.raises(openai.APIError, match=r"did not finish within 0\.5s"):
-        for chunk in _client(url).chat.completions.create(
-            model="deepsearcher", messages=[{"role": "user", "content": QUESTION}], stream=True
-        ):
-            deltas.append(chunk)
-    assert deltas and deltas[0].choices[0].delta.role == "assistant"
     big = {"question": "x" * 20_000}
     resp = httpx.post(f"{url}/v1/query", json=big)
     assert resp.status_code == 413 and resp.json()["error"]["code"] == "request_too_large"
