@@ -190,7 +190,7 @@ def print_sources(console: Console, answer: Any) -> None:
     if answer.sources:
         console.print("\n[bold]Sources[/]")
         for s in answer.sources:
-            where = s.source if s.kind == "web" else s.source + (f" p.{s.page}" if s.page else "")
+            where = s.label
             if s.start is not None and s.kind != "web":
                 where += f" [{s.start}:{s.end}]"
             prefix = "(web) " if s.kind == "web" else ""

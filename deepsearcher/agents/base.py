@@ -196,20 +196,21 @@ def hit_to_source(n: int, hit: Hit) -> Source:
         collection=hit.collection,
         kind=hit.kind,
         title=hit.title,
+        page_end=hit.page_end,
+        record_id=hit.record_id,
     )
 
 
 def _passages(hits: Sequence[Hit]) -> str:
     return "\n\n".join(
-        prompts.ANSWER_PASSAGE.format(n=i, source=_label(h), text=escape_document(h.text))
+        prompts.ANSWER_PASSAGE.format(n=i, source=passage_label(h), text=escape_document(h.text))
         for i, h in enumerate(hits, start=1)
     )
 
 
-def _label(hit: Hit) -> str:
-    if hit.kind == "web":
-        return f"(web) {hit.source}"
-    return f"{hit.source}" + (f" p.{hit.page}" if hit.page else "")
+def passage_label(hit: Hit) -> str:
+    """A passage's source in prompts: file and page range, or ``(web) URL``."""
+    return f"(web) {hit.label}" if hit.kind == "web" else hit.label
 
 
 def cited_sources(answer_text: str, passages: Sequence[Hit]) -> tuple[str, list[Source], int]:

@@ -22,6 +22,7 @@ from deepsearcher.agents.base import (
     escape_document,
     messages_for,
     new_answer,
+    passage_label,
     write_answer,
 )
 from deepsearcher.agents.parsing import parse_str_list, parse_yes_no, parse_yes_no_list
@@ -265,7 +266,7 @@ class DeepSearchAgent:
         prompt = prompts.JUDGE.format(
             question=question,
             queries=queries,
-            source=_source_label(hit),
+            source=passage_label(hit),
             text=escape_document(hit.text),
         )
         try:
@@ -280,7 +281,7 @@ class DeepSearchAgent:
     ) -> list[tuple[Hit, bool | None, str | None]]:
         docs = "\n\n".join(
             prompts.JUDGE_BATCH_ITEM.format(
-                n=i, source=_source_label(h), text=escape_document(h.text)
+                n=i, source=passage_label(h), text=escape_document(h.text)
             )
             for i, h in enumerate(hits, start=1)
         )
@@ -299,10 +300,6 @@ class DeepSearchAgent:
             (h, v, None if v is not None else "no verdict for this passage")
             for h, v in zip(hits, verdicts, strict=True)
         ]
-
-
-def _source_label(hit: Hit) -> str:
-    return f"(web) {hit.source}" if hit.kind == "web" else hit.source
 
 
 def _answer_context(kept: Sequence[Hit], fused: Mapping[str, float], limit: int) -> list[Hit]:
@@ -325,6 +322,6 @@ def _kept_digest(
     chars = max(min_chars, min(max_chars, budget // len(kept)))
     shown = list(enumerate(kept, start=1))[-max(1, budget // chars) :]
     return "\n\n".join(
-        f'<document n="{i}" source="{_source_label(h)}">\n{escape_document(h.text[:chars])}\n</document>'
+        f'<document n="{i}" source="{passage_label(h)}">\n{escape_document(h.text[:chars])}\n</document>'
         for i, h in shown
     )
