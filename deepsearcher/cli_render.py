@@ -195,7 +195,8 @@ def print_sources(console: Console, answer: Any) -> None:
                 where += f" [{s.start}:{s.end}]"
             prefix = "(web) " if s.kind == "web" else ""
             excerpt = " ".join(s.text.split())[:160]
-            console.print(f"[{s.n}] {prefix}{where}", highlight=False, markup=False)
+            # soft_wrap: a long path must not be broken by inserted newlines (copy-paste).
+            console.print(f"[{s.n}] {prefix}{where}", highlight=False, markup=False, soft_wrap=True)
             console.print(f"    [dim]{excerpt}[/]", highlight=False, soft_wrap=True)
     u = answer.usage
     console.print(

@@ -291,3 +291,30 @@ def test_context_prefix_is_indexed_but_not_part_of_the_passage(embedder) -> None
     assert chunk.indexed_text == f"report.pdf › Section 1\n{chunk.text}"
     assert doc.text[chunk.start : chunk.end] == chunk.text
     assert chunk.id == plain.id  # ids depend on file, version and position only
+
+
+def test_cli_cites_the_page_range_of_a_chunk_across_pages(tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from deepsearcher.cli import app
+    from tests.fixture_files import make_pdf
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    make_pdf(
+        docs / "report.pdf",
+        ["Revenue grew by nine percent in the north region.", "Costs fell in the south region."],
+    )
+    env = {"DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "q.db")}
+    runner = CliRunner()
+    res = runner.invoke(app, ["load", str(docs), "--collection", "docs"], env=env)
+    assert res.exit_code == 0, res.output
+    # No LLM configured: the query prints the retrieved passages with their citations.
+    question = ["query", "How did revenue and costs change?", "--collection", "docs"]
+    res = runner.invoke(app, question, env=env)
+    assert res.exit_code == 0, res.output
+    assert "report.pdf p. 1–2 [" in res.stdout
+    (src,) = json.loads(runner.invoke(app, [*question, "--json"], env=env).stdout)["sources"]
+    assert (src["page"], src["page_end"]) == (1, 2)
