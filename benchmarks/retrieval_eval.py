@@ -2,11 +2,13 @@
 figures for the deep and naive agents against the scripted LLM server.
 
     .venv/bin/python benchmarks/retrieval_eval.py [--datasets hotpotqa100,cmrc2018_zh]
-        [--limit N] [--cost-questions 20] [--eval-dir /work/shared/eval]
+        [--limit N] [--cost-questions 20] [--eval-dir /work/shared/eval] [--context-prefix on]
 
 Whole corpora are loaded (incrementally, into benchmarks/out/retrieval_eval.db, so a second run
 only hashes files); ``--limit`` cuts the questions only. cmrc2018_zh gets its own collection
-with the jieba BM25 analyzer. Prints markdown tables and writes them to
+with the jieba BM25 analyzer. ``--context-prefix on|off`` overrides chunking.context_prefix
+(file name and heading embedded and indexed with each chunk); "on" loads into collections
+suffixed ``_ctx``, so both variants stay side by side in the one database. Prints markdown tables and writes them to
 benchmarks/out/retrieval_eval.md (+ .json).
 
 What the figures mean: recall@k is over the top-k distinct documents of a search for the
@@ -53,11 +55,23 @@ KS = [2, 5, 10]
 DEFAULT_LIMITS = {"cmrc2018_zh": 500}
 
 
-def _settings(collection: str, analyzer: str = "standard", llm_url: str | None = None) -> Any:
+# The Milvus Lite database; --db points elsewhere so two variants can load side by side
+# (Lite allows one process per database).
+_DB = [OUT / "retrieval_eval.db"]
+
+
+def _settings(
+    collection: str,
+    analyzer: str = "standard",
+    llm_url: str | None = None,
+    context_prefix: bool | None = None,
+) -> Any:
+    chunking = {} if context_prefix is None else {"context_prefix": context_prefix}
     return load_settings(
         overrides={
+            "chunking": chunking,
             "vector_store": {
-                "uri": str(OUT / "retrieval_eval.db"),
+                "uri": str(_DB[0]),
                 "collection": collection,
                 "analyzer": analyzer,
             },
@@ -72,13 +86,17 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 async def run_retrieval(
-    eval_dir: Path, names: list[str], limit: int | None, shared: dict[str, Any]
+    eval_dir: Path,
+    names: list[str],
+    limit: int | None,
+    shared: dict[str, Any],
+    context_prefix: bool | None = None,
 ) -> list[dict[str, Any]]:
     rows = []
     for name in names:
         analyzer = "chinese" if name.startswith("cmrc") else "standard"
-        collection = f"bench_{name}"
-        ds = DeepSearcher(_settings(collection, analyzer), **shared)
+        collection = f"bench_{name}" + ("_ctx" if context_prefix else "")
+        ds = DeepSearcher(_settings(collection, analyzer, context_prefix=context_prefix), **shared)
         opts = EvalOptions(
             questions=eval_dir / name / "questions.jsonl",
             corpus=eval_dir / name / "corpus",
@@ -161,7 +179,15 @@ def main() -> None:
         "--limit", type=int, default=None, help="Questions per dataset (cmrc2018_zh: 500)."
     )
     parser.add_argument("--cost-questions", type=int, default=20, help="0 skips the cost run.")
+    parser.add_argument(
+        "--context-prefix",
+        choices=["on", "off"],
+        default=None,
+        help="Override chunking.context_prefix for the retrieval run.",
+    )
+    parser.add_argument("--db", type=Path, default=_DB[0], help="Milvus Lite database path.")
     args = parser.parse_args()
+    _DB[0] = args.db
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("grpc").setLevel(logging.CRITICAL)  # Milvus Lite's unimplemented-RPC noise
     OUT.mkdir(parents=True, exist_ok=True)
@@ -184,7 +210,8 @@ def main() -> None:
 def _run_all(
     args: argparse.Namespace, names: list[str], shared: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
-    rows = asyncio.run(run_retrieval(args.eval_dir, names, args.limit, shared))
+    prefix = None if args.context_prefix is None else args.context_prefix == "on"
+    rows = asyncio.run(run_retrieval(args.eval_dir, names, args.limit, shared, prefix))
     parts = [
         "### Retrieval recall@k (distinct documents), dense vs hybrid (dense + BM25, RRF)\n",
         retrieval_table(rows),
