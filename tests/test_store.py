@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deepsearcher.config import VectorStoreSettings
+from deepsearcher.config import ChunkingSettings, VectorStoreSettings
 from deepsearcher.errors import IncompatibleCollectionError, StoreError
 from deepsearcher.store import CollectionMeta, FileRecord, MilvusStore
 from deepsearcher.types import Chunk
@@ -112,6 +112,100 @@ def test_bad_collection_name(tmp_path: Path) -> None:
             store.ensure_collection("my-docs; drop", META)
     finally:
         store.close()
+
+
+def test_context_prefix_is_searched_but_never_shown(tmp_path: Path, embedder) -> None:
+    from deepsearcher.chunking import Chunker
+    from deepsearcher.config import ChunkingSettings
+    from deepsearcher.types import Document, Element
+
+    def doc(source: str, heading: str, body: str) -> Document:
+        text = f"{heading}\n\n{body}"
+        els = [Element(0, len(heading), heading=heading, kind="Title")]
+        els.append(Element(len(heading) + 2, len(text), heading=heading))
+        return Document(source=source, text=text, elements=els, file_type="md")
+
+    docs = [
+        doc("/hr/absence_policy.md", "6. Sick leave", "Call your manager by 9 am on day one."),
+        doc("/hr/travel_policy.md", "7. Trains", "Book through the portal and keep receipts."),
+    ]
+    chunker = Chunker(
+        ChunkingSettings(context_prefix=True), embedder.count_tokens, embedder.max_tokens
+    )
+    chunks = [c for d in docs for c in chunker.split(d, content_hash="v1")]
+    store = MilvusStore(VectorStoreSettings(uri=str(tmp_path / "m.db")))
+    try:
+        store.ensure_collection("hr", CollectionMeta("all-MiniLM-L6-v2", 384, 200, 32))
+        store.upsert_chunks("hr", chunks, embedder.embed([c.indexed_text for c in chunks]))
+        # The words "sick leave" and "absence" are only in the heading and the file name.
+        query = "absence policy sick leave"
+        for hybrid in (False, True):
+            hit = store.search("hr", embedder.embed([query]), 1, texts=[query], hybrid=hybrid)[0][0]
+            assert hit.source == "/hr/absence_policy.md"
+            assert hit.text == "6. Sick leave\n\nCall your manager by 9 am on day one."
+            assert docs[0].text[hit.start : hit.end] == hit.text
+        rows = store._client.query("hr", filter="", output_fields=["text"], limit=10)
+        assert sorted(r["text"].split("\n")[0] for r in rows) == [
+            "absence_policy.md › 6. Sick leave",
+            "travel_policy.md › 7. Trains",
+        ]
+    finally:
+        store.close()
+
+
+def test_hit_carries_page_range_and_record_id(tmp_path: Path, embedder) -> None:
+    from deepsearcher.agents.base import hit_to_source
+
+    chunk = Chunk("c1", "d1", "/docs/report.pdf", "h", 0, "Costs fell.", 0, 11, pages=[2, 3])
+    record = Chunk("c2", "d2", "/docs/t.jsonl", "h", 0, "id: T-7", 0, 7, record_id="T-7")
+    store = MilvusStore(VectorStoreSettings(uri=str(tmp_path / "m.db")))
+    try:
+        store.ensure_collection("docs", META)
+        store.upsert_chunks("docs", [chunk, record], embedder.embed([chunk.text, record.text]))
+        hits = {h.id: h for h in store.search("docs", embedder.embed(["costs"]), 2)[0]}
+        assert (hits["c1"].page, hits["c1"].page_end, hits["c1"].record_id) == (2, 3, None)
+        assert (hits["c2"].page, hits["c2"].page_end, hits["c2"].record_id) == (None, None, "T-7")
+        src = hit_to_source(1, hits["c1"])
+        assert src.label == "/docs/report.pdf p. 2–3"
+        assert src.to_dict()["page_end"] == 3
+        assert hit_to_source(2, hits["c2"]).to_dict()["record_id"] == "T-7"
+    finally:
+        store.close()
+
+
+def test_collection_built_without_the_context_prefix_is_flagged(tmp_path: Path) -> None:
+    store = MilvusStore(VectorStoreSettings(uri=str(tmp_path / "m.db")))
+    try:
+        store.ensure_collection("docs", META)
+        prefixed = CollectionMeta("all-MiniLM-L6-v2", 384, 200, 32, context_prefix=True)
+        with pytest.raises(IncompatibleCollectionError) as err:
+            store.ensure_collection("docs", prefixed)
+        assert "context_prefix False (collection) vs True (now)" in err.value.message
+    finally:
+        store.close()
+
+
+def test_prefixed_load_is_incremental(tmp_path: Path, make_searcher, settings) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "handbook.md").write_text(
+        "# Sick leave\n\nCall your manager by 9 am.\n\n# Trains\n\nBook via the portal.\n",
+        encoding="utf-8",
+    )
+    ds = make_searcher(
+        settings.model_copy(update={"chunking": ChunkingSettings(context_prefix=True)})
+    )
+    first = ds.load([docs], "c")
+    ids = sorted(r["id"] for r in ds.store._client.query("c", filter="", output_fields=["id"]))
+    again = ds.load([docs], "c")
+    assert (again.files_unchanged, again.chunks_added, again.chunks_removed) == (1, 0, 0)
+    assert (
+        sorted(r["id"] for r in ds.store._client.query("c", filter="", output_fields=["id"])) == ids
+    )
+    assert first.chunks_total == again.chunks_total
+    hit = ds.store.search("c", ds.embedder.embed(["handbook sick leave"]), 1)[0][0]
+    assert "›" not in hit.text and "Sick leave" in hit.text
+    assert (docs / "handbook.md").resolve().as_posix() == hit.source
 
 
 def _free_port() -> int:

@@ -179,7 +179,7 @@ def render_document(hit: Hit, n: int | None = None, *, text: str | None = None) 
     """One passage as a ``<document>`` block; every field that comes from a file or a web
     result (path, heading, title, URL, text) is escaped."""
     attributes = [f'n="{n}"'] if n is not None else []
-    attributes.append(f'source="{escape_attribute(source_label(hit))}"')
+    attributes.append(f'source="{escape_attribute(passage_label(hit))}"')
     if hit.heading:
         attributes.append(f'heading="{escape_attribute(hit.heading)}"')
     if hit.kind == "web" and hit.title and hit.title != hit.source:
@@ -189,10 +189,9 @@ def render_document(hit: Hit, n: int | None = None, *, text: str | None = None) 
     )
 
 
-def source_label(hit: Hit) -> str:
-    if hit.kind == "web":
-        return f"(web) {hit.source}"
-    return f"{hit.source}" + (f" p.{hit.page}" if hit.page else "")
+def passage_label(hit: Hit) -> str:
+    """A passage's source in prompts: file and page range, or ``(web) URL``."""
+    return f"(web) {hit.label}" if hit.kind == "web" else hit.label
 
 
 class Retriever:
@@ -285,6 +284,8 @@ def hit_to_source(n: int, hit: Hit) -> Source:
         collection=hit.collection,
         kind=hit.kind,
         title=hit.title,
+        page_end=hit.page_end,
+        record_id=hit.record_id,
     )
 
 
