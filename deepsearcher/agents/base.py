@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from deepsearcher.agents import prompts
 from deepsearcher.agents.parsing import complete_parsed, parse_str_list
 from deepsearcher.config import Settings
-from deepsearcher.errors import BudgetExceeded, CollectionNotFoundError, LLMError
+from deepsearcher.errors import (
+    BudgetExceeded,
+    CollectionNotFoundError,
+    IncompatibleCollectionError,
+    LLMError,
+)
 from deepsearcher.types import (
     Answer,
     AnswerDeltaEvent,
@@ -209,6 +214,48 @@ class Retriever:
         self, question: str, requested: Sequence[str] | None, ctx: RunContext
     ) -> tuple[list[str], list[Event]]:
         infos = await self.available_collections()
+        names, events = await self._pick_collections(question, requested, ctx, infos)
+        return self._embedded_alike(names, infos, ctx, events, explicit=bool(requested))
+
+    def _embedded_alike(
+        self,
+        names: list[str],
+        infos: Sequence[Any],
+        ctx: RunContext,
+        events: list[Event],
+        *,
+        explicit: bool,
+    ) -> tuple[list[str], list[Event]]:
+        """Only collections embedded with this searcher's model: a query vector from another
+        model lands in an unrelated space and returns confident nonsense, never an error."""
+        model = self.settings.embedding.model
+        by_name = {i.name: i for i in infos}
+        foreign = {
+            n: by_name[n].meta.embedding_model
+            for n in names
+            if n in by_name and by_name[n].meta and by_name[n].meta.embedding_model != model
+        }
+        if not foreign:
+            return names, events
+        usable = [n for n in names if n not in foreign]
+        name, other = next(iter(foreign.items()))
+        if explicit or not usable:
+            raise IncompatibleCollectionError(
+                f"collection '{name}' was embedded with {other}; this query embeds with {model}",
+                f"query it with the embedder it was built with (embedding.provider/model), or "
+                f"reload it with --rebuild to re-embed it with {model}",
+            )
+        skipped = ", ".join(f"{n} ({m})" for n, m in foreign.items())
+        events.append(ctx.note(f"skipped collections embedded with another model: {skipped}"))
+        return usable, events
+
+    async def _pick_collections(
+        self,
+        question: str,
+        requested: Sequence[str] | None,
+        ctx: RunContext,
+        infos: Sequence[Any],
+    ) -> tuple[list[str], list[Event]]:
         names = [i.name for i in infos]
         events: list[Event] = []
         if requested:
