@@ -602,7 +602,8 @@ def test_the_cut_short_note_names_the_server_budget(
     s = _with_llm(loaded, llm_server)
     s.server.request_timeout_s = 5  # the run gets 80%: 4 s, the answer included
     app = create_app(make_searcher(s), s, upload_dir=tmp_path / "uploads")
-    with TestClient(app) as client:
+    # A loopback Host: without API keys the server refuses any other (DNS rebinding).
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         # Warm up first: on a busy machine the first call's imports block the event loop for
         # seconds, which is not what this test is about.
         assert client.post("/v1/query", json={"question": "warm up"}).status_code == 200
