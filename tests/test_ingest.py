@@ -242,7 +242,7 @@ def test_cli_load_json_and_collections(tmp_path: Path) -> None:
             "name": "notes",
             "chunks": out["chunks"]["total"],
             "files": 2,
-            "embedding_model": "all-MiniLM-L6-v2",
+            "embedding_model": "multilingual-e5-small",  # the default embedder
             "description": "ops notes",
         }
     ]
