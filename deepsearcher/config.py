@@ -70,9 +70,12 @@ class EmbeddingSettings(_Section):
     def _provider_default_model(cls, data: Any) -> Any:
         # Choosing a provider alone picks that provider's offline model: both defaults have 384
         # dimensions, so a wrong name recorded in a collection could not be told apart later.
-        if isinstance(data, dict) and "model" not in data:
-            if data.get("provider") == "sentence-transformers":
-                return {**data, "model": DEFAULT_EMBEDDING_MODEL}
+        if (
+            isinstance(data, dict)
+            and "model" not in data
+            and data.get("provider") == "sentence-transformers"
+        ):
+            return {**data, "model": DEFAULT_EMBEDDING_MODEL}
         return data
 
 
