@@ -370,7 +370,9 @@ def test_timeout_and_body_limit(serve: Serve, llm_server: ScriptedLLMServer) -> 
     with pytest.raises(openai.APIStatusError) as err:
         list(
             _client(url).chat.completions.create(
-                model="deepsearcher", messages=turns, stream=True  # type: ignore[arg-type]
+                model="deepsearcher",
+                messages=turns,
+                stream=True,  # type: ignore[arg-type]
             )
         )
     assert err.value.status_code == 504
