@@ -272,7 +272,9 @@ class Chunker:
     ) -> list[_Piece]:
         """A row longer than a chunk: cut it like prose, the header before every piece."""
         offset, line = row
-        splitter = self._make_splitter(max(budget, 8))
+        # Two tokens spare: the joining newline, and a subword tokenizer (e5's SentencePiece)
+        # can count header + piece one higher than the two apart.
+        splitter = self._make_splitter(max(budget - 2, 8))
         pieces = self._split_prose(text, offset, offset + len(line), splitter)
         for p in pieces:
             p.text = f"{head}\n{p.text}" if head else p.text
