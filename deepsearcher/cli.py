@@ -56,7 +56,7 @@ def _out_console() -> Console:
 # Libraries that log or print on their own; quiet below -vv (pymilvus warns about mvccTs on
 # every Lite query iterator; Milvus Lite logs a traceback when its database is locked, which we
 # report ourselves in one line).
-_LIBRARY_LOGGERS = ("pymilvus", "milvus_lite", "py.warnings")
+_LIBRARY_LOGGERS = ("pymilvus", "milvus_lite", "jieba", "py.warnings")
 
 
 class _Formatter(logging.Formatter):
@@ -82,6 +82,11 @@ def _setup_logging(verbose: int, *, opens_store: bool = True) -> logging.Handler
         # pymilvus installs its own handler and levels with dictConfig when imported, which
         # would undo the levels set below; the command imports it anyway to open the store.
         import pymilvus  # noqa: F401
+
+        # jieba (the BM25 analyzer Milvus Lite runs in-process) adds its own stderr handler and
+        # a DEBUG level when imported, and prints its dictionary loading on the first search;
+        # importing it here lets the levels below hold.
+        import jieba  # noqa: F401
 
     root = logging.getLogger()
     root.handlers.clear()

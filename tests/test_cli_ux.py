@@ -110,6 +110,16 @@ def test_reload_prints_no_library_logs(loaded: Loaded) -> None:
     assert not _LIBRARY_LINE.search(res.stderr), res.stderr
 
 
+@pytest.mark.slow
+def test_query_prints_nothing_from_the_bm25_tokenizer(loaded: Loaded) -> None:
+    # jieba (Milvus Lite's in-process BM25 analyzer) printed "Building prefix dict from the
+    # default dictionary ..." and three more lines, twice, on the first search of a process.
+    res = _run_cli("query", "Where is the test site?", env=loaded.env)
+    assert res.returncode == 0, res.stderr
+    assert "prefix dict" not in res.stderr.lower(), res.stderr
+    assert "Caliche Ridge" in res.stdout
+
+
 _GRPC_ERROR_LOG = """
 import socket, sys
 from concurrent import futures
