@@ -79,14 +79,12 @@ def _setup_logging(verbose: int, *, opens_store: bool = True) -> logging.Handler
         # Milvus client sets) and reads these variables once, when it is first imported.
         os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     if opens_store:
-        # pymilvus installs its own handler and levels with dictConfig when imported, which
-        # would undo the levels set below; the command imports it anyway to open the store.
-        import pymilvus  # noqa: F401
-
-        # jieba (the BM25 analyzer Milvus Lite runs in-process) adds its own stderr handler and
-        # a DEBUG level when imported, and prints its dictionary loading on the first search;
-        # importing it here lets the levels below hold.
+        # Both would undo the levels set below if imported later: jieba (the BM25 analyzer
+        # Milvus Lite runs in-process) adds its own stderr handler and a DEBUG level and prints
+        # its dictionary loading on the first search; pymilvus installs its own handler and
+        # levels with dictConfig. The command imports both anyway once it opens the store.
         import jieba  # noqa: F401
+        import pymilvus  # noqa: F401
 
     root = logging.getLogger()
     root.handlers.clear()
