@@ -518,6 +518,8 @@ def test_injected_file_text_and_path_reach_no_prompt_unquoted(
     report = ds.load([docs], "docs")
     assert report.files_new == 3, report.to_dict()
     llm_server.add_rule("TASK: judge", "YES")
+    # Cite every passage, so the source list does not depend on which one ranks first.
+    llm_server.add_rule("TASK: answer", "Kestrel Energy supplies the battery [1][2][3][4].")
     answer, _ = _run(ds, "Who supplies the battery?")
     prompts_with_payload = [
         r["messages"][-1]["content"]

