@@ -18,7 +18,7 @@ from deepsearcher.config import Settings
 from deepsearcher.errors import ConfigError
 from deepsearcher.searcher import DeepSearcher
 from deepsearcher.server import run_server
-from deepsearcher.server_guard import check_bind
+from deepsearcher.server.guard import check_bind
 from tests.llm_server import ScriptedLLMServer, task_of
 from tests.server_fixtures import (  # noqa: F401 (fixtures are used as parameters)
     INJECTION,

@@ -1,6 +1,6 @@
 """The eval run: load the corpus (incrementally), run every question through the agents (or
 through dense and hybrid search alone), and score each one against its gold documents and
-answers. Printing and file output live in ``cli_eval`` and ``report``."""
+answers. Printing and file output live in ``deepsearcher.cli.eval`` and ``report``."""
 
 from __future__ import annotations
 

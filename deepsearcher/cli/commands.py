@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from deepsearcher.cli_options import ConfigOpt, JsonOpt, VerboseOpt
+from deepsearcher.cli.options import ConfigOpt, JsonOpt, VerboseOpt
 from deepsearcher.config import Settings, load_settings
 from deepsearcher.errors import DeepSearcherError
 from deepsearcher.ingest import require_loaded
@@ -145,7 +145,7 @@ def load(
     """Load documents into a collection. Incremental: unchanged files are skipped, and an
     interrupted load resumes when run again."""
     _setup_logging(verbose)
-    from deepsearcher.cli_render import LoadProgressView, print_load_summary
+    from deepsearcher.cli.render import LoadProgressView, print_load_summary
 
     try:
         settings = make_settings(config)
@@ -210,7 +210,7 @@ def query(
     """Answer a question from the loaded documents. The answer cites passages as [n]; without an
     LLM the passages that match best are printed in full."""
     handler = _setup_logging(verbose)
-    from deepsearcher.cli_render import QueryView
+    from deepsearcher.cli.render import QueryView
 
     try:
         if not question.strip():
@@ -406,7 +406,7 @@ def show_config(config: ConfigOpt = None) -> None:
 
 def _register_eval() -> None:
     # Imported here: cli_eval builds on this module's helpers (fail, make_settings, options).
-    from deepsearcher.cli_eval import eval_command
+    from deepsearcher.cli.eval import eval_command
 
     app.command("eval")(eval_command)
 

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from deepsearcher.cli_options import ConfigOpt, VerboseOpt
+from deepsearcher.cli.options import ConfigOpt, VerboseOpt
 from deepsearcher.errors import ConfigError, DeepSearcherError
 from deepsearcher.searcher import DeepSearcher
 
@@ -88,8 +88,8 @@ def eval_command(
 ) -> None:
     """Measure recall@k, answers and cost on a questions file. EM/F1 need an LLM. The corpus
     is loaded first (incrementally, so an unchanged corpus costs only hashing)."""
-    from deepsearcher.cli import _err_console, _setup_logging, fail, make_settings
-    from deepsearcher.cli_render import LoadProgressView
+    from deepsearcher.cli.commands import _err_console, _setup_logging, fail, make_settings
+    from deepsearcher.cli.render import LoadProgressView
 
     _setup_logging(verbose)
     from deepsearcher.evaluation.report import markdown_report, summary_json, write_outputs

@@ -3,8 +3,8 @@ a small REST surface for queries, loads and health.
 
 ``create_app`` builds the FastAPI app around a ``DeepSearcher``; ``run_server`` serves it with
 uvicorn. The server process owns the Milvus Lite database, so loads run here too. Wire formats
-live in ``server_openai``; keys, browser checks, body limit and the search queue in
-``server_guard``; what clients may see of paths and internal addresses in ``server_public``.
+live in ``openai_api``; keys, browser checks, body limit and the search queue in
+``guard``; what clients may see of paths and internal addresses in ``public``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from deepsearcher import errors
 from deepsearcher.agents.followup import rewrite_followup
 from deepsearcher.config import Settings
 from deepsearcher.searcher import DeepSearcher
-from deepsearcher.server_guard import (
+from deepsearcher.server.guard import (
     API_KEYS_ENV,
     APIKeyMiddleware,
     BodyLimitMiddleware,
@@ -39,8 +39,8 @@ from deepsearcher.server_guard import (
     check_bind,
     parse_api_keys,
 )
-from deepsearcher.server_load import HTTPLoads, default_upload_dir
-from deepsearcher.server_openai import (
+from deepsearcher.server.load import HTTPLoads, default_upload_dir
+from deepsearcher.server.openai_api import (
     DEFAULT_MODEL,
     ChatMessage,
     ChatRequest,
@@ -57,7 +57,7 @@ from deepsearcher.server_openai import (
     sources_markdown,
     sse,
 )
-from deepsearcher.server_public import PublicView, common_root
+from deepsearcher.server.public import PublicView, common_root
 from deepsearcher.store import validate_collection_name
 from deepsearcher.types import (
     Answer,

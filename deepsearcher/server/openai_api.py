@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from deepsearcher import errors
-from deepsearcher.server_guard import error_body
+from deepsearcher.server.guard import error_body
 from deepsearcher.types import Answer, Source, Usage
 
 DEFAULT_MODEL = "deepsearcher"  # the model name that searches every collection
