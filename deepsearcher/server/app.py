@@ -29,6 +29,7 @@ from deepsearcher import errors
 from deepsearcher.agents.followup import rewrite_followup
 from deepsearcher.config import Settings
 from deepsearcher.searcher import DeepSearcher
+from deepsearcher.server.errors import RequestError, error_response
 from deepsearcher.server.guard import (
     API_KEYS_ENV,
     APIKeyMiddleware,
@@ -47,11 +48,9 @@ from deepsearcher.server.openai_api import (
     ChunkWriter,
     LoadRequest,
     QueryRequest,
-    RequestError,
     answer_details,
     chat_completion,
     check_question,
-    error_response,
     history_turns,
     parse_body,
     sources_markdown,
