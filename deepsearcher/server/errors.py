@@ -58,6 +58,17 @@ class RequestError(Exception):
         return error_body(self.message, self.type, self.code, self.hint)
 
 
+def search_timeout(seconds: float) -> RequestError:
+    """The 504 for a search (or the work before it) that outlived ``server.request_timeout_s``."""
+    return RequestError(
+        504,
+        f"the search did not finish within {seconds:g}s",
+        type_="server_error",
+        code="timeout",
+        hint="raise server.request_timeout_s, or ask with a smaller max_iter/top_k",
+    )
+
+
 async def send_error(send: Send, exc: RequestError) -> None:
     """Answer with ``exc`` from plain ASGI: the middlewares in front of the app refuse requests
     before FastAPI's exception handlers could see them."""
