@@ -276,12 +276,13 @@ class Answer:
 # ---------------------------------------------------------------------------------------------
 
 
+@dataclass
 class _EventBase:
     """What every event shares: its JSON form. Each event names its ``type`` as a ``Literal``,
     so ``Event`` is a tagged union a type checker narrows on ``event.type == "done"``."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]  # every subclass is a dataclass
+        return asdict(self)
 
 
 @dataclass

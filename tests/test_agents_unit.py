@@ -238,3 +238,20 @@ def test_facade_wires_injected_components() -> None:
     assert answer.mode == "naive"
     assert [s.text for s in answer.sources] == [CORPUS["robots.txt"][1]]
     assert isinstance(ds.build_agent(QueryOptions(agent="naive")), NaiveRAGAgent)
+
+
+def test_misconfigured_web_search_is_a_note_not_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DS_TEST_NO_SUCH_KEY", raising=False)
+    settings = _settings(max_iter=1)
+    settings.web_search.provider = "tavily"
+    settings.web_search.api_key_env = "DS_TEST_NO_SUCH_KEY"
+    embedder = WordHashEmbedder()
+    store = MemoryStore(embedder)
+    store.add("docs", CORPUS)
+    llm = ScriptedChatModel()
+    _script(llm, decompose=["NR-7 battery supplier"], answer="Kestrel Energy [1].")
+    ds = DeepSearcher(settings, embedder=embedder, store=store, llm=llm)
+    answer = ds.query("Who supplies the NR-7 battery?", web=True)  # off in config, on here
+    (note,) = [n for n in answer.notes if n.startswith("web search unavailable")]
+    assert "DS_TEST_NO_SUCH_KEY is not set" in note
+    assert answer.answer == "Kestrel Energy [1]." and answer.sources
