@@ -20,6 +20,7 @@ from deepsearcher.cli.options import CollectionOpt, ConfigOpt, JsonOpt, VerboseO
 from deepsearcher.config import Settings
 from deepsearcher.errors import CollectionNotFoundError, DeepSearcherError
 from deepsearcher.ingest import require_loaded
+from deepsearcher.options import QueryOptions
 from deepsearcher.searcher import DeepSearcher
 
 # Locals are hidden so an API key in a local variable never reaches a traceback. Plain help
@@ -138,10 +139,10 @@ def query(
                 "query.rerank": ("--rerank", rerank),
             },
         )
-        options = {"collections": collection or None, "web": web}
+        options = QueryOptions(collections=collection or None, web=web)
         with DeepSearcher(settings) as ds:
             if as_json:
-                answer = ds.query(question, **options)
+                answer = ds.query(question, options)
                 typer.echo(json.dumps(answer.to_dict(), ensure_ascii=False))
             else:
                 handler.addFilter(_drop_rendered_notes)
@@ -155,8 +156,8 @@ def _report_lost_llm(settings: Settings, answer: Any, *, explicit_agent: bool) -
     """An LLM that refused the connection: the passages were shown; now one error line and
     its hint. The exit code is 1 only when --agent asked for an LLM answer explicitly: with the
     configured default, the passages are the degraded answer and scripts keep working."""
-    from deepsearcher.agents.base import LLM_UNREACHABLE
     from deepsearcher.llm import LLMUnreachableError, unreachable_hint
+    from deepsearcher.run_context import LLM_UNREACHABLE
 
     if answer.mode != "retrieval-only" or not settings.llm_configured():
         return
@@ -171,17 +172,18 @@ def _report_lost_llm(settings: Settings, answer: Any, *, explicit_agent: bool) -
 def _drop_rendered_notes(record: logging.LogRecord) -> bool:
     # The live view prints each note event; the same note's log record (shown at -v) would
     # print it a second time.
-    return not (record.name == "deepsearcher.agents.base" and record.funcName == "note")
+    return not (record.name == "deepsearcher.run_context" and record.funcName == "note")
 
 
-async def _consume(ds: DeepSearcher, question: str, view: Any, options: dict[str, Any]) -> Any:
-    from deepsearcher.agents.base import LLM_UNREACHABLE
+async def _consume(ds: DeepSearcher, question: str, view: Any, options: QueryOptions) -> Any:
+    from deepsearcher.run_context import LLM_UNREACHABLE
 
     answer = None
-    async for event in ds.astream(question, **options):
+    async for event in ds.astream(question, options):
         if event.type == "done":
-            answer = event.answer  # type: ignore[attr-defined]
-        elif not getattr(event, "message", "").startswith(LLM_UNREACHABLE):  # said once, below
+            answer = event.answer
+        # The lost LLM is said once, by _report_lost_llm.
+        elif not (event.type == "note" and event.message.startswith(LLM_UNREACHABLE)):
             view.handle(event)
     return answer
 

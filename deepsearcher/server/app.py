@@ -28,6 +28,7 @@ from starlette.middleware.cors import CORSMiddleware
 from deepsearcher import errors
 from deepsearcher.agents.followup import rewrite_followup
 from deepsearcher.config import ServerSettings, Settings
+from deepsearcher.options import QueryOptions
 from deepsearcher.searcher import DeepSearcher
 from deepsearcher.server.errors import RequestError, error_response, search_timeout
 from deepsearcher.server.guard import (
@@ -165,7 +166,8 @@ class _Service:
             if note:
                 notes.append(note)
             yield NoteEvent(message=note or f"standalone question: {question}")
-        async for event in self.searcher.astream(question, **self.search_options(options)):
+        search = QueryOptions.from_mapping(self.search_options(options))
+        async for event in self.searcher.astream(question, search):
             if isinstance(event, DoneEvent) and event.answer is not None:
                 event.answer.usage.add(usage)
                 event.answer.notes[:0] = notes
