@@ -231,7 +231,7 @@ class _Service:
             slot.release()
 
         try:  # failures before the first event still get a real HTTP status
-            first = await pump.next(deadline, timeout)
+            first = await pump.next_within(deadline, timeout)
         except BaseException:
             close()
             raise
@@ -274,7 +274,7 @@ class _Service:
                         bool(told) and isinstance(event, NoteEvent)
                     )
                     yield out.frame({}, deepsearcher_event=event.to_dict())
-                event = await pump.next(deadline, self.server.request_timeout_s)
+                event = await pump.next_within(deadline, self.server.request_timeout_s)
             raise errors.DeepSearcherError("the search ended without an answer")
         except (RequestError, errors.DeepSearcherError) as exc:
             # Headers are gone: the OpenAI clients raise on an error object in the stream.

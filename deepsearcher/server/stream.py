@@ -5,48 +5,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from deepsearcher.aio import TaskPump
 from deepsearcher.server.errors import search_timeout
 from deepsearcher.types import Event
 
 
-class EventPump:
-    """Runs a search in its own task and hands its events over a queue, so the stream can wait
-    with a deadline and be cancelled without running the generator across tasks."""
+class EventPump(TaskPump[Event]):
+    """A search's events handed across tasks, read against the request's deadline."""
 
-    _END = object()
-
-    def __init__(self, events: AsyncIterator[Event]) -> None:
-        self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._task = asyncio.create_task(self._run(events))
-
-    async def _run(self, events: AsyncIterator[Event]) -> None:
+    async def next_within(self, deadline: float, timeout_s: float) -> Event | None:
+        """The next event, None at the end; a 504 ``RequestError`` naming ``timeout_s`` when
+        the deadline passes first."""
         try:
-            async for event in events:
-                self._queue.put_nowait(event)
-        except Exception as exc:  # handed to the consumer, which maps it to an error frame
-            self._queue.put_nowait(exc)
-        else:
-            self._queue.put_nowait(self._END)
-
-    async def next(self, deadline: float, timeout_s: float) -> Event | None:
-        remaining = deadline - asyncio.get_running_loop().time()
-        try:
-            item = await asyncio.wait_for(self._queue.get(), max(remaining, 0.001))
+            return await self.next(deadline - asyncio.get_running_loop().time())
         except TimeoutError:
             raise search_timeout(timeout_s) from None
-        if item is self._END:
-            return None
-        if isinstance(item, Exception):
-            raise item
-        return item
-
-    def close(self) -> None:
-        self._task.cancel()
 
 
 class EventStreamResponse(StreamingResponse):
