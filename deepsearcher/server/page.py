@@ -16,6 +16,7 @@ from deepsearcher.config import ServerSettings
 _ASSETS = {
     "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/static/app.css": ("app.css", "text/css; charset=utf-8"),
+    "/static/favicon.svg": ("favicon.svg", "image/svg+xml"),
 }
 PAGE_PATHS = frozenset({"/", *_ASSETS})
 

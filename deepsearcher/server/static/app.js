@@ -134,7 +134,7 @@ function renderSources(sources) {
 function traceLine(event) {
   switch (event.type) {
     case "sub_queries":
-      return ["", "sub-queries (round " + (event.iteration + 1) + "): " + event.queries.join(" · ")];
+      return ["", "sub-queries (round " + event.iteration + "): " + event.queries.join(" · ")];
     case "search":
       return ["", "searched “" + event.query + "”: " + event.hits + " hits, " + event.new + " new"];
     case "verdict":
