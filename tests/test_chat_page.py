@@ -35,6 +35,8 @@ QUESTION = "What is the daily meal allowance for business travel?"
 # Where the run's screenshot goes; docs/chat-page.png in the README comes from such a run.
 SCREENSHOT_DIR_ENV = "CHAT_PAGE_SCREENSHOT_DIR"
 Serve = Callable[..., str]
+# Documents are untrusted: markup in a passage must be shown as text, never become elements.
+MARKUP = '<img src="/x" class="planted" onerror="document.title=1">'
 
 
 @pytest.fixture
@@ -45,7 +47,8 @@ def docs_root(tmp_path: Path) -> Path:
         root / "policies" / "travel-policy.pdf",
         [
             "# Allowances\n\nThe daily meal allowance for business travel is 45 euros.\n"
-            "Hotel costs are reimbursed up to 140 euros per night.",
+            "Hotel costs are reimbursed up to 140 euros per night.\n"
+            f"Claims go through the portal {MARKUP}",
             "# Approvals\n\nTravel requests are approved by the department head before "
             "booking.\nTrains are preferred over flights for trips under four hours.",
         ],
@@ -151,6 +154,7 @@ def test_ask_stream_trace_and_open_a_citation(
     assert re.fullmatch(r"p\. [12](–2)?", page.inner_text("#passage-page"))
     passage = page.inner_text("#passage-text")
     assert "meal allowance for business travel is 45 euros" in passage
+    assert MARKUP in passage and page.locator("img.planted").count() == 0
     assert str(docs_root) not in page.content()  # no server path reaches the browser
 
     page.screenshot(path=str(_screenshot_path(tmp_path)), full_page=True)
@@ -161,6 +165,23 @@ def test_ask_stream_trace_and_open_a_citation(
     page.locator(".msg.assistant .details").nth(1).wait_for()
     assert page.locator(".msg.user").count() == 2
     assert "standalone question" in page.inner_text("#trace")
+
+    # Uploading a file loads it into a new collection, which the picker then offers.
+    page.set_input_files(
+        "#upload-files",
+        files=[
+            {
+                "name": "parking.txt",
+                "mimeType": "text/plain",
+                "buffer": b"Visitors park in bay 7 of the Lisbon office garage.\n",
+            }
+        ],
+    )
+    page.fill("#upload-collection", "notes")
+    page.click("#upload button")
+    page.locator("#upload-status", has_text="loaded into notes").wait_for()
+    page.wait_for_selector("#collection option[value=notes]", state="attached")
+    assert (tmp_path / "uploads" / "notes" / "parking.txt").is_file()
     assert not errors, errors
 
 
