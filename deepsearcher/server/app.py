@@ -57,6 +57,7 @@ from deepsearcher.server.openai_api import (
     sources_markdown,
     sse,
 )
+from deepsearcher.server.page import PAGE_PATHS, page_routes
 from deepsearcher.server.public import PublicView, common_root
 from deepsearcher.server.stream import EventPump, EventStreamResponse
 from deepsearcher.store import validate_collection_name
@@ -339,6 +340,7 @@ def create_app(
     app.include_router(_search_routes(svc))
     app.include_router(_load_routes(svc))
     app.include_router(_health_routes(svc))
+    app.include_router(page_routes(settings.server, keys_required=bool(api_keys)))
     return app
 
 
@@ -372,7 +374,8 @@ def _add_middleware(app: FastAPI, server: ServerSettings, api_keys: list[str] | 
     # Added innermost first: CORS must see preflights and decorate 401s, so it goes outside.
     app.add_middleware(BodyLimitMiddleware, max_bytes=int(server.max_request_mb * 1_000_000))
     if api_keys:
-        app.add_middleware(APIKeyMiddleware, api_keys=api_keys)
+        # The page and its assets hold no data: the browser loads them before the key is typed.
+        app.add_middleware(APIKeyMiddleware, api_keys=api_keys, open_paths=PAGE_PATHS)
     if server.cors_origins:
         app.add_middleware(
             CORSMiddleware,

@@ -11,7 +11,7 @@ import ipaddress
 import math
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -50,14 +50,18 @@ def check_bind(host: str, api_keys: Sequence[str], *, insecure: bool) -> None:
 
 
 class APIKeyMiddleware:
-    """Every request but ``/healthz`` (and CORS preflights) needs ``Authorization: Bearer <key>``."""
+    """Every request but ``/healthz``, ``open_paths`` and CORS preflights needs
+    ``Authorization: Bearer <key>``."""
 
-    def __init__(self, app: ASGIApp, api_keys: Sequence[str]) -> None:
+    def __init__(
+        self, app: ASGIApp, api_keys: Sequence[str], open_paths: Iterable[str] = ()
+    ) -> None:
         self.app = app
         self._keys = [k.encode() for k in api_keys]
+        self._open = OPEN_PATHS | frozenset(open_paths)  # e.g. the chat page, which holds no data
 
     def _allowed(self, scope: Scope) -> bool:
-        if scope["path"] in OPEN_PATHS or scope.get("method") == "OPTIONS":
+        if scope["path"] in self._open or scope.get("method") == "OPTIONS":
             return True
         header = dict(scope["headers"]).get(b"authorization", b"")
         scheme, _, token = header.partition(b" ")
