@@ -121,7 +121,7 @@ def test_ask_stream_trace_and_open_a_citation(
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.goto(url + "/")
-    # Collections come from /v1/models; uploads are offered since load_root is set.
+    # Collections come from /v1/models; uploads are offered.
     page.wait_for_selector("#collection option[value=policies]", state="attached")
     page.select_option("#collection", "policies")
     assert page.is_visible("#upload")
@@ -198,7 +198,7 @@ def test_page_needs_the_key_and_works_with_it(serve: Serve, browser: Any) -> Non
     page.wait_for_selector("#error:not([hidden])")
     assert "this server needs an API key" in page.inner_text("#error")
     assert page.is_visible("#key-form")
-    assert not page.is_visible("#upload")  # no load_root: no uploads offered
+    assert page.is_visible("#upload")  # uploads need no load_root: /v1/load takes files
     page.fill("#question", QUESTION)
     page.click("#send")
     page.wait_for_selector("#send:enabled")

@@ -41,12 +41,10 @@ def read_asset(name: str) -> str:
 
 def page_routes(server: ServerSettings, *, keys_required: bool) -> APIRouter:
     """``GET /`` and its assets. The page learns from ``<body data-…>`` whether to ask for a key
-    and whether to offer uploads (shown only when ``server.load_root`` enables HTTP loads)."""
+    and whether to offer uploads: always, as ``/v1/load`` accepts uploaded files with or without
+    ``server.load_root`` (which only enables loading by server-side path)."""
     router = APIRouter()
-    flags = (
-        f'<body data-keys="{"on" if keys_required else "off"}" '
-        f'data-upload="{"on" if server.load_root else "off"}">'
-    )
+    flags = f'<body data-keys="{"on" if keys_required else "off"}" data-upload="on">'
     index = read_asset("index.html").replace("<body>", flags, 1)
 
     @router.get("/", include_in_schema=False)
