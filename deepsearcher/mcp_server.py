@@ -26,6 +26,7 @@ from deepsearcher.config import Settings
 from deepsearcher.options import QueryOptions
 from deepsearcher.searcher import DeepSearcher
 from deepsearcher.server.errors import RequestError
+from deepsearcher.server.guard import SearchSlots
 from deepsearcher.server.load import HTTPLoads, default_upload_dir
 from deepsearcher.server.openai_api import LoadRequest
 from deepsearcher.server.public import PublicView
@@ -93,11 +94,13 @@ def build_mcp(
     *,
     loads: HTTPLoads | None = None,
     view: PublicView | None = None,
+    slots: SearchSlots | None = None,
 ) -> MCPServer:
     """The MCP server over ``searcher``. ``loads`` is the server's loading over HTTP (its path
     check under ``server.load_root`` and its one-at-a-time lock; built here when not given);
     ``view`` maps paths and messages to what a remote client may see (None: shown as stored,
-    right for a local stdio client)."""
+    right for a local stdio client); ``slots`` is the server's bound on concurrent deep
+    searches, which MCP calls share with the chat routes."""
     settings = settings or searcher.settings
     if loads is None:
         loads = HTTPLoads(searcher, settings.server, default_upload_dir(searcher.settings))
@@ -160,14 +163,25 @@ def build_mcp(
             if collections:
                 retriever = await asyncio.to_thread(lambda: searcher.retriever)
                 retriever.check_requested(collections, await retriever.available_collections())
-            async for event in searcher.astream(question, options):
-                message = _progress_message(event)
-                if message is not None:
-                    step += 1
-                    await ctx.report_progress(step, None, view.text(message) if view else message)
-                if event.type == "done":
-                    answer = view.answer(event.answer) if view else event.answer
-                    return answer.to_dict()
+            slot = await slots.acquire() if slots is not None else None
+            if slots is not None and slot is None:
+                raise errors.DeepSearcherError(
+                    f"server busy: {slots.limit} searches running and {slots.max_queued} waiting",
+                    "retry in a while, or raise server.max_queued_searches",
+                )
+            try:
+                async for event in searcher.astream(question, options):
+                    message = _progress_message(event)
+                    if message is not None:
+                        step += 1
+                        shown_message = view.text(message) if view else message
+                        await ctx.report_progress(step, None, shown_message)
+                    if event.type == "done":
+                        answer = view.answer(event.answer) if view else event.answer
+                        return answer.to_dict()
+            finally:
+                if slot is not None:
+                    slot.release()
             raise errors.DeepSearcherError("the search ended without an answer")
 
     @mcp.tool()

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -109,7 +111,11 @@ def test_stdio_session_loads_searches_and_answers(
             loaded = _data(
                 await session.call_tool(
                     "load",
-                    {"path": "handbook", "collection": "handbook", "description": "company handbook"},
+                    {
+                        "path": "handbook",
+                        "collection": "handbook",
+                        "description": "company handbook",
+                    },
                 )
             )
             assert loaded["files"]["new"] == 4 and loaded["chunks"]["total"] >= 4
@@ -187,9 +193,7 @@ def test_http_mcp_behind_api_keys_loads_under_root_only(
         async with _http(url, "k1") as session:
             assert {t.name for t in (await session.list_tools()).tools} == TOOLS
 
-            report = _data(
-                await session.call_tool("load", {"path": "team", "collection": "team"})
-            )
+            report = _data(await session.call_tool("load", {"path": "team", "collection": "team"}))
             assert report["collection"] == "team" and report["files"]["new"] == 1
 
             outside = _error(await session.call_tool("load", {"path": str(tmp_path / "outside")}))
@@ -237,3 +241,29 @@ def test_http_mcp_without_keys_keeps_the_host_guard(serve: Serve) -> None:
     assert tools == TOOLS
     assert "server.load_root is not set" in refused and "\nhint: set server.load_root" in refused
     assert "Traceback" not in refused
+
+
+def test_http_deep_search_shares_the_server_search_slots(
+    serve: Serve, llm_server: ScriptedLLMServer
+) -> None:
+    """MCP deep searches count against server.max_concurrent_searches like chat requests: with
+    the one slot taken and no queue, the tool says the server is busy instead of piling on."""
+    url = serve(max_concurrent_searches=1, max_queued_searches=0)
+    llm_server.add_rule("TASK: decompose", '["meal allowance"]', latency=4.0)
+    with ThreadPoolExecutor(1) as pool:
+        running = pool.submit(
+            httpx.post, f"{url}/v1/query", json={"question": QUESTION}, timeout=60
+        )
+        # The REST search holds the slot once its first LLM call has arrived.
+        deadline = time.monotonic() + 30
+        while llm_server.count("decompose") == 0:
+            assert time.monotonic() < deadline and not running.done()
+            time.sleep(0.05)
+
+        async def busy() -> str:
+            async with _http(url, None) as session:
+                return _error(await session.call_tool("deep_search", {"question": QUESTION}))
+
+        refused = anyio.run(busy)
+        assert running.result().status_code == 200
+    assert "server busy: 1 searches running and 0 waiting" in refused and "hint: " in refused
