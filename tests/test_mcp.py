@@ -139,10 +139,12 @@ def test_stdio_session_loads_searches_and_answers(
             assert passage["id"] == top["id"] and passage["text"] == top["text"]
             assert passage["source"] == top["source"]
 
-            progress: list[str] = []
+            steps: list[str] = []
 
-            async def on_progress(done: float, total: float | None, message: str | None) -> None:
-                progress.append(message or "")
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                steps.append(message or "")
 
             answer = _data(
                 await session.call_tool(
@@ -152,9 +154,9 @@ def test_stdio_session_loads_searches_and_answers(
             assert "45 euros" in answer["answer"] and "[1]" in answer["answer"]
             assert Path(answer["sources"][0]["source"]).name == "travel.md"
             assert answer["usage"]["llm_calls"] == len(llm_server.requests) > 0
-            assert progress[0].startswith("sub-queries: ") and progress[-1] == "done"
-            assert any(m.startswith("searched ") for m in progress)
-            assert any(m.startswith("kept ") and "travel.md" in m for m in progress)
+            assert steps[0].startswith("sub-queries: ") and steps[-1] == "done"
+            assert any(m.startswith("searched ") for m in steps)
+            assert any(m.startswith("kept ") and "travel.md" in m for m in steps)
 
             missing = _error(
                 await session.call_tool("search", {"query": "x", "collections": ["nope"]})
