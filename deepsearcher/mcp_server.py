@@ -11,6 +11,7 @@ and a hint, never a traceback.
 # (argument schemas and the ``Context`` parameter), so they must be real objects.
 
 import asyncio
+import logging
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -88,6 +89,19 @@ def _progress_message(event: Event) -> str | None:
     return None  # answer deltas: the answer arrives whole in the result
 
 
+def _new_server() -> MCPServer:
+    # MCPServer() calls logging.basicConfig, which installs a handler on the root logger when
+    # it has none; the library installs no handlers (the CLI sets up logging), so it gets one
+    # for the moment of the call.
+    root = logging.getLogger()
+    placeholder = logging.NullHandler()
+    root.addHandler(placeholder)
+    try:
+        return MCPServer("deepsearcher", instructions=SERVER_INSTRUCTIONS, log_level="WARNING")
+    finally:
+        root.removeHandler(placeholder)
+
+
 def build_mcp(
     searcher: DeepSearcher,
     settings: Settings | None = None,
@@ -104,9 +118,7 @@ def build_mcp(
     settings = settings or searcher.settings
     if loads is None:
         loads = HTTPLoads(searcher, settings.server, default_upload_dir(searcher.settings))
-    mcp: MCPServer = MCPServer(
-        "deepsearcher", instructions=SERVER_INSTRUCTIONS, log_level="WARNING"
-    )
+    mcp = _new_server()
 
     def shown(source: str, collection: str | None = None) -> str:
         return view.path(source, collection) if view is not None else source
