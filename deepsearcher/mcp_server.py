@@ -13,7 +13,7 @@ and a hint, never a traceback.
 import asyncio
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
 
@@ -109,12 +109,14 @@ def build_mcp(
     loads: HTTPLoads | None = None,
     view: PublicView | None = None,
     slots: SearchSlots | None = None,
+    search_options: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> MCPServer:
     """The MCP server over ``searcher``. ``loads`` is the server's loading over HTTP (its path
     check under ``server.load_root`` and its one-at-a-time lock; built here when not given);
     ``view`` maps paths and messages to what a remote client may see (None: shown as stored,
     right for a local stdio client); ``slots`` is the server's bound on concurrent deep
-    searches, which MCP calls share with the chat routes."""
+    searches, which MCP calls share with the chat routes; ``search_options`` adds the server's
+    limits (its time budget) to a deep search's options."""
     settings = settings or searcher.settings
     if loads is None:
         loads = HTTPLoads(searcher, settings.server, default_upload_dir(searcher.settings))
@@ -169,7 +171,9 @@ def build_mcp(
         """Answer `question` from the documents: sub-queries, searches, relevance checks and
         a written answer whose [n] markers cite `sources`. Sends a progress notification per
         step when the request carries a progress token."""
-        options = QueryOptions(collections=collections, max_iter=max_iter, web=web)
+        given = {"collections": collections, "max_iter": max_iter, "web": web}
+        values = {k: v for k, v in given.items() if v is not None}
+        options = QueryOptions.from_mapping(search_options(values) if search_options else values)
         step = 0
         with _tool_errors(view):
             if collections:

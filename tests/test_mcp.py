@@ -269,3 +269,18 @@ def test_http_deep_search_shares_the_server_search_slots(
         refused = anyio.run(busy)
         assert running.result().status_code == 200
     assert "server busy: 1 searches running and 0 waiting" in refused and "hint: " in refused
+
+
+def test_http_deep_search_keeps_the_server_time_budget(
+    serve: Serve, llm_server: ScriptedLLMServer
+) -> None:
+    """A deep search over /mcp ends within the server's request timeout like the chat routes:
+    a slow step gives an answer marked cut short, naming the limit that applied."""
+    url = serve(request_timeout_s=0.5)
+    llm_server.add_rule("TASK: decompose", '["meal allowance"]', latency=3.0)
+
+    async def answer() -> dict[str, Any]:
+        async with _http(url, None) as session:
+            return _data(await session.call_tool("deep_search", {"question": QUESTION}))
+
+    assert "server.request_timeout_s=0.5s" in anyio.run(answer)["cut_short"]

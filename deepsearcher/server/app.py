@@ -335,9 +335,16 @@ def create_app(
     svc = _Service(searcher, settings, loads)
     from deepsearcher.mcp_server import build_mcp, http_routes  # it imports this package
 
-    # The MCP server (streamable HTTP at /mcp) shares the loads, the search slots and what
-    # clients may see; the middleware below (API keys, browser checks, body limit) covers it like every route.
-    mcp = build_mcp(searcher, settings, loads=loads, view=svc.view, slots=svc.slots)
+    # The MCP server (streamable HTTP at /mcp) shares the loads, the search slots and budget,
+    # and what clients may see; the middleware below (API keys, browser checks, body limit) covers it like every route.
+    mcp = build_mcp(
+        searcher,
+        settings,
+        loads=loads,
+        view=svc.view,
+        slots=svc.slots,
+        search_options=svc.search_options,
+    )
     app = FastAPI(
         title="DeepSearcher", lifespan=_lifespan(searcher, mcp), docs_url=None, redoc_url=None
     )
