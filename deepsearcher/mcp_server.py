@@ -187,14 +187,14 @@ def build_mcp(
                 )
             try:
                 async for event in searcher.astream(question, options):
+                    if view is not None:  # paths as the client may see them
+                        event = view.event(event)
                     message = _progress_message(event)
                     if message is not None:
                         step += 1
-                        shown_message = view.text(message) if view else message
-                        await ctx.report_progress(step, None, shown_message)
+                        await ctx.report_progress(step, None, message)
                     if event.type == "done":
-                        answer = view.answer(event.answer) if view else event.answer
-                        return answer.to_dict()
+                        return event.answer.to_dict()
             finally:
                 if slot is not None:
                     slot.release()

@@ -220,6 +220,25 @@ def test_http_mcp_behind_api_keys_loads_under_root_only(
             with pytest.raises(MCPError, match="no passage"):
                 await session.read_resource(f"passage://team/{'0' * 40}")
 
+            steps: list[str] = []
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                steps.append(message or "")
+
+            answer = _data(
+                await session.call_tool(
+                    "deep_search",
+                    {"question": QUESTION, "collections": ["handbook"]},
+                    progress_callback=on_progress,
+                )
+            )
+            assert "45 euros" in answer["answer"]
+            assert answer["sources"][0]["source"] == "handbook/travel.md"
+            assert "kept handbook/travel.md" in steps
+            assert str(root) not in json.dumps(answer) + "".join(steps)
+
     anyio.run(session_calls)
 
 
