@@ -118,6 +118,7 @@ class VectorStore(Protocol):
         texts: Sequence[str] | None = None,
         hybrid: bool = False,
     ) -> list[list[Hit]]: ...
+    def get_chunk(self, name: str, chunk_id: str) -> Hit | None: ...
     def close(self) -> None: ...
 
 
@@ -448,6 +449,17 @@ class MilvusStore:
                 search_params={"metric_type": "COSINE"},
             )
         return [[_to_hit(h, name) for h in per_query] for per_query in results]
+
+    def get_chunk(self, name: str, chunk_id: str) -> Hit | None:
+        """One stored passage by its chunk id (score 0), or None when there is none."""
+        self._require(name)
+        rows = self._call(
+            self._client.get,
+            name,
+            ids=[chunk_id],
+            output_fields=["doc_id", "source", "text", "meta"],
+        )
+        return _to_hit(rows[0], name) if rows else None
 
     def _fused_search(
         self, name: str, data: list[list[float]], texts: list[str], top_k: int, fields: list[str]

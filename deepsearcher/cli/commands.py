@@ -1,4 +1,4 @@
-"""The typer app and its commands: load, query, collections, serve, config (eval is in
+"""The typer app and its commands: load, query, collections, serve, mcp, config (eval is in
 ``eval``). The cli package is the only one that prints; everything else logs or emits events."""
 
 from __future__ import annotations
@@ -290,6 +290,20 @@ def serve(
             insecure=insecure,
             log_level="debug" if verbose > 1 else "info",
         )
+
+
+@app.command()
+def mcp(config: ConfigOpt = None, verbose: VerboseOpt = 0) -> None:
+    """Serve the MCP tools (search, deep_search, list_collections, load) over stdio, for agents
+    and IDE assistants. stdout carries the protocol; logs go to stderr."""
+    setup_logging(verbose)
+    from deepsearcher.mcp_server import build_mcp
+
+    with reported_errors():
+        settings = make_settings(config)
+        with DeepSearcher(settings) as ds:
+            _ = ds.store  # a locked or unreachable store fails here, before the client waits
+            build_mcp(ds).run("stdio")
 
 
 @app.command("config")

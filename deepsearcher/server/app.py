@@ -17,7 +17,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -69,6 +69,9 @@ from deepsearcher.types import (
     NoteEvent,
     Usage,
 )
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 logger = logging.getLogger(__name__)
 
@@ -331,10 +334,23 @@ def create_app(
         searcher, settings.server, upload_dir or default_upload_dir(searcher.settings)
     )
     svc = _Service(searcher, settings, loads)
+    from deepsearcher.mcp_server import build_mcp, http_routes  # it imports this package
+
+    # The MCP server (streamable HTTP at /mcp) shares the loads, the search slots and budget,
+    # and what clients may see; the middleware below (API keys, browser checks, body limit) covers it like every route.
+    mcp = build_mcp(
+        searcher,
+        settings,
+        loads=loads,
+        view=svc.view,
+        slots=svc.slots,
+        search_options=svc.search_options,
+    )
     app = FastAPI(
-        title="DeepSearcher", lifespan=_closing_llm(searcher), docs_url=None, redoc_url=None
+        title="DeepSearcher", lifespan=_lifespan(searcher, mcp), docs_url=None, redoc_url=None
     )
     app.state.service = svc
+    app.router.routes.extend(http_routes(mcp))
     _answer_errors(app, svc.view.text)
     _add_middleware(app, settings.server, api_keys)
     app.include_router(_search_routes(svc))
@@ -344,12 +360,16 @@ def create_app(
     return app
 
 
-def _closing_llm(searcher: DeepSearcher) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """The app's lifespan: the LLM client is closed on shutdown, inside the server's loop."""
+def _lifespan(
+    searcher: DeepSearcher, mcp: MCPServer
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: the MCP sessions run with the app; the LLM client is closed on
+    shutdown, inside the server's loop."""
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
+        async with mcp.session_manager.run():
+            yield
         llm = searcher.llm
         if llm is not None and hasattr(llm, "aclose"):
             await llm.aclose()  # the HTTP client belongs to this event loop
