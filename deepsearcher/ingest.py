@@ -28,6 +28,7 @@ from deepsearcher.embedding import Embedder
 from deepsearcher.errors import DeepSearcherError, LoaderError
 from deepsearcher.store import CollectionMeta, FileRecord, VectorStore, check_compatible
 from deepsearcher.types import Chunk, LoadFailure, LoadReport
+from loaders import discover_files, parse_file
 
 logger = logging.getLogger(__name__)
 
@@ -115,8 +116,6 @@ class Ingestor:
         prune: bool = False,
         rebuild: bool = False,
     ) -> LoadReport:
-        from loaders import discover_files
-
         t0 = time.perf_counter()
         report = LoadReport(collection=collection)
         files, skipped = await asyncio.to_thread(discover_files, list(paths), self.settings.loading)
@@ -199,8 +198,6 @@ class Ingestor:
         report: LoadReport,
         collection_ready: asyncio.Future[None],
     ) -> None:
-        from loaders import parse_file
-
         chunker = Chunker(self.settings.chunking, embedder.count_tokens, embedder.max_tokens)
         workers = self.settings.loading.parse_workers
         parse_sem = asyncio.Semaphore(workers)

@@ -166,6 +166,7 @@ class MilvusStore:
     """Milvus through ``pymilvus.MilvusClient``: Lite file by default, server/Zilliz by URI."""
 
     def __init__(self, settings: VectorStoreSettings) -> None:
+        # Lazy: pymilvus (grpc, pandas) takes ~1 s to import; `import deepsearcher.store` must not.
         from pymilvus import MilvusClient
 
         self._settings = settings
@@ -263,7 +264,7 @@ class MilvusStore:
         self._create_manifest(name)
 
     def _create_chunks_collection(self, name: str, meta: CollectionMeta) -> None:
-        from pymilvus import DataType, Function, FunctionType
+        from pymilvus import DataType, Function, FunctionType  # lazy, as in __init__
 
         client = self._client
         schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -303,7 +304,7 @@ class MilvusStore:
         )
 
     def _create_manifest(self, name: str) -> None:
-        from pymilvus import DataType
+        from pymilvus import DataType  # lazy, as in __init__
 
         client = self._client
         schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
