@@ -29,7 +29,16 @@ _LAZY: dict[str, str] = {
     "load_settings": "deepsearcher.config",
 }
 
-__all__ = sorted(_LAZY)
+__all__ = [
+    "Answer",
+    "DeepSearcher",
+    "DeepSearcherError",
+    "LoadReport",
+    "Settings",
+    "Source",
+    "Usage",
+    "load_settings",
+]
 __version__ = "0.1.0"
 
 

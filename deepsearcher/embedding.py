@@ -94,9 +94,7 @@ class SentenceTransformerEmbedder:
 
             # A "Loading weights" bar on every start is noise in a CLI and in server logs.
             hf_logging.disable_progress_bar()
-            self._model = SentenceTransformer(
-                path, device=settings.device, local_files_only=local
-            )
+            self._model = SentenceTransformer(path, device=settings.device, local_files_only=local)
         except Exception as exc:
             raise EmbeddingError(
                 f"could not load embedding model '{settings.model}': {type(exc).__name__}: "

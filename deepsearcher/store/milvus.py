@@ -1,10 +1,6 @@
-"""Vector stores. ``MilvusStore`` speaks to Milvus Lite (a local ``.db`` directory), a Milvus
-server or Zilliz Cloud through the same ``MilvusClient``; only the URI differs.
-
-Each user collection ``NAME`` has a companion ``NAME__files`` manifest with one row per loaded
-file (path, content hash, chunk count). A file's row is written only after all its chunks are
-in, so a load killed at any point is finished by simply loading again: chunk ids are
-deterministic, upserts overwrite, and files without a manifest row are redone.
+"""``MilvusStore``: chunks, search and collection admin in Milvus Lite (a local ``.db``
+directory), a Milvus server or Zilliz Cloud through the same ``MilvusClient``; only the URI
+differs. Its file manifest (``store.manifest``) shares the connection.
 
 All methods are blocking; async callers run them with ``asyncio.to_thread`` (pymilvus's async
 client does not work with Milvus Lite).
@@ -14,34 +10,31 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import re
-import shlex
-import threading
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
 
 import numpy as np
 
 from deepsearcher.config import VectorStoreSettings
-from deepsearcher.errors import (
-    CollectionNotFoundError,
-    IncompatibleCollectionError,
-    StoreError,
-    StoreLockedError,
+from deepsearcher.errors import CollectionNotFoundError, IncompatibleCollectionError
+from deepsearcher.store._client import MilvusConnection
+from deepsearcher.store.base import (
+    MANIFEST_SUFFIX,
+    CollectionInfo,
+    CollectionMeta,
+    check_compatible,
+    validate_collection_name,
 )
+from deepsearcher.store.manifest import SOURCE_MAX, MilvusFileManifest
 from deepsearcher.types import Chunk, Hit
 
 logger = logging.getLogger(__name__)
 
-MANIFEST_SUFFIX = "__files"
 _META_KEY = "deepsearcher.meta"
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
 _TEXT_MAX = 65535
-_SOURCE_MAX = 4096
-_QUERY_BATCH = 1000
+_SEARCH_FIELDS = ["doc_id", "source", "text", "meta"]
+
 # BM25 analyzers by config name. Milvus Lite knows only the standard and jieba tokenizers (no
 # icu, no language_identifier); jieba cuts Chinese into words and Latin-script text at spaces
 # and punctuation, so one jieba collection serves both. The lowercase filter is explicit for
@@ -53,111 +46,6 @@ _ANALYZERS: dict[str, dict[str, Any]] = {
 }
 
 
-@dataclass
-class CollectionMeta:
-    """What a collection was built with; loading with anything else would mix vectors."""
-
-    embedding_model: str
-    dimension: int
-    chunk_size: int
-    chunk_overlap: int
-    analyzer: str = "standard"
-    description: str = ""
-    # Collections made before the setting existed indexed the bare text: False.
-    context_prefix: bool = False
-
-    def incompatibilities(self, other: CollectionMeta) -> list[str]:
-        diffs = []
-        keys = ("embedding_model", "dimension", "chunk_size", "chunk_overlap", "analyzer")
-        for key in (*keys, "context_prefix"):
-            mine, theirs = getattr(self, key), getattr(other, key)
-            if mine != theirs:
-                diffs.append(f"{key} {mine!r} (collection) vs {theirs!r} (now)")
-        return diffs
-
-
-@dataclass
-class CollectionInfo:
-    name: str
-    rows: int
-    meta: CollectionMeta | None
-    files: int = 0
-
-
-@dataclass
-class FileRecord:
-    source: str
-    doc_id: str
-    content_hash: str
-    chunks: int
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class VectorStore(Protocol):
-    """Chunk storage and similarity search, one logical collection per document set."""
-
-    def list_collections(self) -> list[CollectionInfo]: ...
-    def get_meta(self, name: str) -> CollectionMeta | None: ...
-    def ensure_collection(
-        self, name: str, meta: CollectionMeta, *, rebuild: bool = False
-    ) -> None: ...
-    def set_description(self, name: str, description: str) -> None: ...
-    def drop_collection(self, name: str) -> None: ...
-    def count(self, name: str) -> int: ...
-    def upsert_chunks(self, name: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None: ...
-    def delete_stale_chunks(self, name: str, doc_id: str, keep_hash: str | None) -> int: ...
-    def file_records(self, name: str) -> dict[str, FileRecord]: ...
-    def put_file_records(self, name: str, records: Sequence[FileRecord]) -> None: ...
-    def delete_file_record(self, name: str, source: str) -> None: ...
-    def search(
-        self,
-        name: str,
-        vectors: np.ndarray,
-        top_k: int,
-        *,
-        texts: Sequence[str] | None = None,
-        hybrid: bool = False,
-    ) -> list[list[Hit]]: ...
-    def close(self) -> None: ...
-
-
-def check_compatible(name: str, existing: CollectionMeta, wanted: CollectionMeta) -> None:
-    """Refuse to mix vectors or chunkings in one collection."""
-    diffs = existing.incompatibilities(wanted)
-    if diffs:
-        raise IncompatibleCollectionError(
-            f"collection '{name}' was built with other settings: {'; '.join(diffs)}",
-            f"load into another --collection, or pass --rebuild to re-embed '{name}'",
-        )
-
-
-def validate_collection_name(name: str) -> str:
-    if not _NAME_RE.match(name) or name.endswith(MANIFEST_SUFFIX):
-        raise StoreError(
-            f"invalid collection name '{name}'",
-            "use letters, digits and underscores, starting with a letter (not ending in __files)",
-        )
-    return name
-
-
-def _is_remote(uri: str) -> bool:
-    return uri.startswith(("http://", "https://", "tcp://", "grpc://"))
-
-
-class _DropLiteIteratorNoise(logging.Filter):
-    """Milvus Lite does not implement AllocTimestamp; pymilvus's query iterator asks for it,
-    falls back to a client timestamp (correct), and Lite's gRPC server logs a traceback."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Method not implemented" not in record.getMessage()
-
-
-def _quiet_lite_grpc() -> None:
-    grpc_log = logging.getLogger("grpc._server")
-    if not any(isinstance(f, _DropLiteIteratorNoise) for f in grpc_log.filters):
-        grpc_log.addFilter(_DropLiteIteratorNoise())
-
-
 # Reciprocal rank fusion's damping constant, as in Cormack et al. and Milvus's RRFRanker.
 _RRF_K = 60
 
@@ -166,74 +54,35 @@ class MilvusStore:
     """Milvus through ``pymilvus.MilvusClient``: Lite file by default, server/Zilliz by URI."""
 
     def __init__(self, settings: VectorStoreSettings) -> None:
-        # Lazy: pymilvus (grpc, pandas) takes ~1 s to import; `import deepsearcher.store` must not.
-        from pymilvus import MilvusClient
-
         self._settings = settings
-        self._remote = _is_remote(settings.uri)
-        uri = settings.uri if self._remote else str(Path(settings.uri).expanduser().resolve())
-        self.uri = uri
-        token = os.environ.get(settings.token_env, "")
-        # Milvus Lite runs in-process; one lock keeps its client single-threaded. A server
-        # handles concurrent requests itself.
-        self._lock: threading.Lock | None = None if self._remote else threading.Lock()
-        self._loaded: set[str] = set()
-        if not self._remote:
-            _quiet_lite_grpc()
-        try:
-            if not self._remote:
-                Path(uri).parent.mkdir(parents=True, exist_ok=True)
-            self._client = MilvusClient(uri=uri, token=token)
-        except Exception as exc:
-            raise _open_error(exc, settings.uri, self._remote) from exc
+        self._conn = MilvusConnection(settings)
+        self.uri = self._conn.uri
+        self._manifest = MilvusFileManifest(self._conn)
 
-    # -- helpers ---------------------------------------------------------------------------
+    @property
+    def manifest(self) -> MilvusFileManifest:
+        return self._manifest
 
-    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        try:
-            if self._lock is None:
-                return fn(*args, **kwargs)
-            with self._lock:
-                return fn(*args, **kwargs)
-        except StoreError:
-            raise
-        except Exception as exc:
-            raise StoreError(
-                f"Milvus {getattr(fn, '__name__', 'call')} failed: {_short(exc)}",
-                "check that the store is reachable and the collection exists",
-            ) from exc
-
-    def _has(self, name: str) -> bool:
-        return bool(self._call(self._client.has_collection, name))
-
-    def _require(self, name: str) -> None:
-        if not self._has(name):
-            raise CollectionNotFoundError(f"collection '{name}' does not exist")
-        self._ensure_loaded(name)
-
-    def _ensure_loaded(self, name: str) -> None:
-        # A database reopened after a crash holds its collections "released"; queries then
-        # fail until they are loaded into memory again. Loading a loaded collection is a no-op.
-        if name not in self._loaded:
-            self._call(self._client.load_collection, name)
-            self._loaded.add(name)
+    @property
+    def _client(self) -> Any:  # the raw client, for tests that read rows directly
+        return self._conn.client
 
     # -- collections ------------------------------------------------------------------------
 
     def list_collections(self) -> list[CollectionInfo]:
-        names = sorted(self._call(self._client.list_collections))
+        names = sorted(self._conn.call(self._client.list_collections))
         infos = []
         for name in names:
             if name.endswith(MANIFEST_SUFFIX):
                 continue
-            files = self.count(name + MANIFEST_SUFFIX) if name + MANIFEST_SUFFIX in names else 0
+            files = self._manifest.count(name) if name + MANIFEST_SUFFIX in names else 0
             infos.append(CollectionInfo(name, self.count(name), self.get_meta(name), files))
         return infos
 
     def get_meta(self, name: str) -> CollectionMeta | None:
-        if not self._has(name):
+        if not self._conn.has(name):
             return None
-        desc = self._call(self._client.describe_collection, name)
+        desc = self._conn.call(self._client.describe_collection, name)
         raw = (desc.get("properties") or {}).get(_META_KEY)
         if not raw:
             return None
@@ -247,7 +96,7 @@ class MilvusStore:
         validate_collection_name(name)
         if rebuild:
             self.drop_collection(name)
-        if self._has(name):
+        if self._conn.has(name):
             existing = self.get_meta(name)
             if existing is None:
                 raise IncompatibleCollectionError(
@@ -257,11 +106,11 @@ class MilvusStore:
             check_compatible(name, existing, meta)
             if meta.description and meta.description != existing.description:
                 self.set_description(name, meta.description)
-            if not self._has(name + MANIFEST_SUFFIX):
-                self._create_manifest(name)
+            if not self._manifest.exists(name):
+                self._manifest.create(name)
             return
         self._create_chunks_collection(name, meta)
-        self._create_manifest(name)
+        self._manifest.create(name)
 
     def _create_chunks_collection(self, name: str, meta: CollectionMeta) -> None:
         from pymilvus import DataType, Function, FunctionType  # lazy, as in __init__
@@ -270,7 +119,7 @@ class MilvusStore:
         schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
         schema.add_field("id", DataType.VARCHAR, is_primary=True, max_length=64)
         schema.add_field("doc_id", DataType.VARCHAR, max_length=64)
-        schema.add_field("source", DataType.VARCHAR, max_length=_SOURCE_MAX)
+        schema.add_field("source", DataType.VARCHAR, max_length=SOURCE_MAX)
         schema.add_field("content_hash", DataType.VARCHAR, max_length=64)
         schema.add_field("chunk_index", DataType.INT64)
         analyzer = _ANALYZERS.get(meta.analyzer, _ANALYZERS["standard"])
@@ -295,7 +144,7 @@ class MilvusStore:
         index = client.prepare_index_params()
         index.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
         index.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-        self._call(
+        self._conn.call(
             client.create_collection,
             name,
             schema=schema,
@@ -303,124 +152,41 @@ class MilvusStore:
             properties={_META_KEY: json.dumps(asdict(meta))},
         )
 
-    def _create_manifest(self, name: str) -> None:
-        from pymilvus import DataType  # lazy, as in __init__
-
-        client = self._client
-        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-        schema.add_field("source", DataType.VARCHAR, is_primary=True, max_length=_SOURCE_MAX)
-        schema.add_field("doc_id", DataType.VARCHAR, max_length=64)
-        schema.add_field("content_hash", DataType.VARCHAR, max_length=64)
-        schema.add_field("chunks", DataType.INT64)
-        schema.add_field("extra", DataType.JSON)
-        # Milvus requires a vector field in every collection; this one is never searched.
-        schema.add_field("_unused", DataType.FLOAT_VECTOR, dim=2)
-        index = client.prepare_index_params()
-        index.add_index(field_name="_unused", index_type="FLAT", metric_type="L2")
-        self._call(
-            client.create_collection, name + MANIFEST_SUFFIX, schema=schema, index_params=index
-        )
-
     def set_description(self, name: str, description: str) -> None:
         meta = self.get_meta(name)
         if meta is None:
             raise CollectionNotFoundError(f"collection '{name}' does not exist")
         meta.description = description
-        self._call(
+        self._conn.call(
             self._client.alter_collection_properties,
             name,
             properties={_META_KEY: json.dumps(asdict(meta))},
         )
 
     def drop_collection(self, name: str) -> None:
-        for n in (name, name + MANIFEST_SUFFIX):
-            if self._has(n):
-                self._call(self._client.drop_collection, n)
-            self._loaded.discard(n)
+        self._conn.drop(name)
+        self._manifest.drop(name)
 
     def count(self, name: str) -> int:
-        if not self._has(name):
-            return 0
-        self._ensure_loaded(name)
-        res = self._call(self._client.query, name, filter="", output_fields=["count(*)"])
-        return int(res[0]["count(*)"]) if res else 0
+        return self._conn.count(name)
 
     # -- chunks -----------------------------------------------------------------------------
 
     def upsert_chunks(self, name: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         if not chunks:
             return
-        self._ensure_loaded(name)
+        self._conn.ensure_loaded(name)
         rows = [_chunk_row(c, vectors[i]) for i, c in enumerate(chunks)]
-        self._call(self._client.upsert, name, rows)
+        self._conn.call(self._client.upsert, name, rows)
 
     def delete_stale_chunks(self, name: str, doc_id: str, keep_hash: str | None) -> int:
         """Delete a document's chunks except those of ``keep_hash`` (all when None)."""
-        self._ensure_loaded(name)
+        self._conn.ensure_loaded(name)
         expr = f'doc_id == "{doc_id}"'
         if keep_hash is not None:
             expr += f' and content_hash != "{keep_hash}"'
-        res = self._call(self._client.delete, name, filter=expr)
+        res = self._conn.call(self._client.delete, name, filter=expr)
         return _deleted_count(res)
-
-    # -- manifest ---------------------------------------------------------------------------
-
-    def file_records(self, name: str) -> dict[str, FileRecord]:
-        manifest = name + MANIFEST_SUFFIX
-        if not self._has(manifest):
-            return {}
-        self._ensure_loaded(manifest)
-        out: dict[str, FileRecord] = {}
-        fields = ["source", "doc_id", "content_hash", "chunks", "extra"]
-        for row in self._iterate(manifest, fields):
-            out[row["source"]] = FileRecord(
-                row["source"],
-                row["doc_id"],
-                row["content_hash"],
-                int(row["chunks"]),
-                row.get("extra") or {},
-            )
-        return out
-
-    def _iterate(self, name: str, fields: list[str]) -> Iterable[dict[str, Any]]:
-        it = self._call(
-            self._client.query_iterator,
-            name,
-            batch_size=_QUERY_BATCH,
-            filter="",
-            output_fields=fields,
-        )
-        try:
-            while True:
-                batch = self._call(it.next)
-                if not batch:
-                    break
-                yield from batch
-        finally:
-            it.close()
-
-    def put_file_records(self, name: str, records: Sequence[FileRecord]) -> None:
-        """One upsert for many files: a corpus of small files finishes hundreds per insert
-        batch, and one manifest write each cost 1-2 ms of Lite time per file."""
-        if not records:
-            return
-        self._ensure_loaded(name + MANIFEST_SUFFIX)
-        rows = [
-            {
-                "source": record.source[:_SOURCE_MAX],
-                "doc_id": record.doc_id,
-                "content_hash": record.content_hash,
-                "chunks": record.chunks,
-                "extra": record.extra,
-                "_unused": [0.0, 0.0],
-            }
-            for record in records
-        ]
-        self._call(self._client.upsert, name + MANIFEST_SUFFIX, rows)
-
-    def delete_file_record(self, name: str, source: str) -> None:
-        self._ensure_loaded(name + MANIFEST_SUFFIX)
-        self._call(self._client.delete, name + MANIFEST_SUFFIX, ids=[source])
 
     # -- search -----------------------------------------------------------------------------
 
@@ -433,25 +199,32 @@ class MilvusStore:
         texts: Sequence[str] | None = None,
         hybrid: bool = False,
     ) -> list[list[Hit]]:
-        self._require(name)
-        fields = ["doc_id", "source", "text", "meta"]
+        self._conn.require(name)
         data = [v.tolist() for v in vectors]
         if hybrid and texts:
-            results = self._fused_search(name, data, list(texts), top_k, fields)
+            results = self._fused_search(name, data, list(texts), top_k)
         else:
-            results = self._call(
-                self._client.search,
-                name,
-                data=data,
-                anns_field="vector",
-                limit=top_k,
-                output_fields=fields,
-                search_params={"metric_type": "COSINE"},
-            )
+            results = self._search_field(name, data, "vector", top_k)
         return [[_to_hit(h, name) for h in per_query] for per_query in results]
 
+    def _search_field(
+        self, name: str, data: list[list[float]] | list[str], field: str, limit: int
+    ) -> list[list[dict[str, Any]]]:
+        """One batched search: dense vectors against ``vector`` (cosine) or query texts
+        against the BM25 ``sparse`` field."""
+        metric = "BM25" if field == "sparse" else "COSINE"
+        return self._conn.call(
+            self._client.search,
+            name,
+            data=data,
+            anns_field=field,
+            limit=limit,
+            output_fields=_SEARCH_FIELDS,
+            search_params={"metric_type": metric},
+        )
+
     def _fused_search(
-        self, name: str, data: list[list[float]], texts: list[str], top_k: int, fields: list[str]
+        self, name: str, data: list[list[float]], texts: list[str], top_k: int
     ) -> list[list[dict[str, Any]]]:
         """Dense and BM25 lists fused by weighted reciprocal rank (k=60), computed here so the
         dense list can weigh more than BM25's (Milvus's RRFRanker weighs both alike), and both
@@ -463,24 +236,8 @@ class MilvusStore:
         one returned. A fixed window makes every top k a prefix of any larger top k up to it.
         """
         window = max(self._settings.hybrid_candidates, top_k)
-        dense = self._call(
-            self._client.search,
-            name,
-            data=data,
-            anns_field="vector",
-            limit=window,
-            output_fields=fields,
-            search_params={"metric_type": "COSINE"},
-        )
-        sparse = self._call(
-            self._client.search,
-            name,
-            data=texts,
-            anns_field="sparse",
-            limit=window,
-            output_fields=fields,
-            search_params={"metric_type": "BM25"},
-        )
+        dense = self._search_field(name, data, "vector", window)
+        sparse = self._search_field(name, texts, "sparse", window)
         weights = (self._settings.dense_weight, 1.0)
         fused = []
         for lists in zip(dense, sparse, strict=True):
@@ -497,10 +254,7 @@ class MilvusStore:
         return fused
 
     def close(self) -> None:
-        try:
-            self._client.close()
-        except Exception:  # closing twice or after a failed open is harmless
-            logger.debug("closing Milvus client failed", exc_info=True)
+        self._conn.close()
 
 
 def _chunk_row(c: Chunk, vector: np.ndarray) -> dict[str, Any]:
@@ -521,7 +275,7 @@ def _chunk_row(c: Chunk, vector: np.ndarray) -> dict[str, Any]:
     return {
         "id": c.id,
         "doc_id": c.doc_id,
-        "source": c.source[:_SOURCE_MAX],
+        "source": c.source[:SOURCE_MAX],
         "content_hash": c.content_hash,
         "chunk_index": c.index,
         "text": _truncate_utf8(indexed, _TEXT_MAX),
@@ -564,79 +318,3 @@ def _truncate_utf8(text: str, max_bytes: int) -> str:
     if len(data) <= max_bytes:
         return text
     return data[:max_bytes].decode("utf-8", errors="ignore")
-
-
-def _short(exc: BaseException) -> str:
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {msg}"[:300]
-
-
-def lock_holders(db_dir: str | Path) -> list[str]:
-    """Processes holding the Milvus Lite LOCK file open, as "pid (command)". Linux /proc only;
-    elsewhere, or without permission, an empty list."""
-    lock = Path(db_dir) / "LOCK"
-    proc = Path("/proc")
-    holders: list[str] = []
-    if not lock.exists() or not proc.is_dir():
-        return holders
-    target = str(lock.resolve())
-    for pid_dir in proc.iterdir():
-        if not pid_dir.name.isdigit() or int(pid_dir.name) == os.getpid():
-            continue
-        try:
-            if any(os.readlink(fd) == target for fd in (pid_dir / "fd").iterdir()):
-                argv = (pid_dir / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
-                args = [a.decode(errors="replace") for a in argv]
-                holders.append(f"{pid_dir.name} ({_shorten_command(args)})")
-        except OSError:
-            continue
-    return holders
-
-
-def _shorten_command(args: list[str], limit: int = 120) -> str:
-    """The command line quoted as a shell would take it, cut between arguments (never inside
-    one) once it passes ``limit`` characters; the program is always shown whole."""
-    shown: list[str] = []
-    for arg in args:
-        quoted = shlex.quote(arg)
-        if shown and sum(len(a) + 1 for a in shown) + len(quoted) > limit:
-            return " ".join([*shown, "…"])
-        shown.append(quoted)
-    return " ".join(shown)
-
-
-def _open_error(exc: Exception, uri: str, remote: bool) -> StoreError:
-    text = f"{exc} {exc.__cause__ or ''}"
-    if not remote and (
-        "Open local milvus failed" in text or "DataDirLocked" in text or "lock" in text.lower()
-    ):
-        holders = lock_holders(uri)
-        who = f" (held by process {', '.join(holders)})" if holders else ""
-        return StoreLockedError(
-            f"the Milvus Lite database {uri} is in use by another process{who}",
-            "Milvus Lite allows one process per database: stop the other process (often "
-            "`deepsearcher serve`), load through the server's POST /v1/load, or use a Milvus "
-            "server URI (see README: milvus-lite server)",
-        )
-    if remote:
-        return StoreError(
-            f"could not connect to Milvus at {uri}: {_short(exc)}",
-            "check that the server is running and vector_store.uri / the token are right",
-        )
-    return StoreError(
-        f"could not open Milvus Lite at {uri}: {_short(exc)}", "check the path is writable"
-    )
-
-
-STORES: dict[str, Callable[[VectorStoreSettings], VectorStore]] = {"milvus": MilvusStore}
-
-
-def build_store(settings: VectorStoreSettings) -> VectorStore:
-    """Instantiate the vector store named by ``settings.provider``."""
-    try:
-        return STORES[settings.provider](settings)
-    except KeyError:
-        raise StoreError(
-            f"unknown vector store provider '{settings.provider}'",
-            f"use one of: {', '.join(STORES)}",
-        ) from None
