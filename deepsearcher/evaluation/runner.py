@@ -140,7 +140,7 @@ async def run_eval(
             f"{report.files_failed} corpus file(s) failed to load; their questions lose recall"
         )
     root = opts.corpus.resolve()
-    records = await asyncio.to_thread(ds.store.file_records, collection)
+    records = await asyncio.to_thread(ds.store.manifest.file_records, collection)
     missing = unmatched_gold(questions, records, root)
     if missing:
         notes.append(

@@ -115,7 +115,7 @@ class _Service:
         self.loads.loaded.clear()
         store = self.searcher.store
         for name in {s.collection for s in answer.sources if s.kind == "doc"} - set(self._roots):
-            records = await asyncio.to_thread(store.file_records, name)
+            records = await asyncio.to_thread(store.manifest.file_records, name)
             self._roots[name] = common_root(records)
         return self.view.answer(answer)
 
