@@ -297,7 +297,7 @@ def mcp(config: ConfigOpt = None, verbose: VerboseOpt = 0) -> None:
     """Serve the MCP tools (search, deep_search, list_collections, load) over stdio, for agents
     and IDE assistants. stdout carries the protocol; logs go to stderr."""
     setup_logging(verbose)
-    from deepsearcher.mcp_server import build_mcp
+    from deepsearcher.server.mcp import build_mcp
 
     with reported_errors():
         settings = make_settings(config)

@@ -17,11 +17,12 @@ import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from mcp.server.mcpserver import MCPServer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
@@ -42,6 +43,7 @@ from deepsearcher.server.guard import (
     parse_api_keys,
 )
 from deepsearcher.server.load import HTTPLoads, default_upload_dir
+from deepsearcher.server.mcp import build_mcp, http_routes
 from deepsearcher.server.openai_api import (
     DEFAULT_MODEL,
     ChatMessage,
@@ -69,9 +71,6 @@ from deepsearcher.types import (
     NoteEvent,
     Usage,
 )
-
-if TYPE_CHECKING:
-    from mcp.server.mcpserver import MCPServer
 
 logger = logging.getLogger(__name__)
 
@@ -334,7 +333,6 @@ def create_app(
         searcher, settings.server, upload_dir or default_upload_dir(searcher.settings)
     )
     svc = _Service(searcher, settings, loads)
-    from deepsearcher.mcp_server import build_mcp, http_routes  # it imports this package
 
     # The MCP server (streamable HTTP at /mcp) shares the loads, the search slots and budget,
     # and what clients may see; the middleware below (API keys, browser checks, body limit) covers it like every route.
