@@ -187,7 +187,10 @@ def _parse_entry(path: Path, i: int, entry: object, env: Mapping[str, str], hint
     else:
         digest = str(entry["key_sha256"]).strip().lower()
         if not _SHA256.fullmatch(digest):
-            raise fail("'key_sha256' must be 64 hex digits", 'printf %s "$KEY" | sha256sum')
+            raise fail(
+                "'key_sha256' must be 64 hex digits (quoted in YAML)",
+                'printf %s "$KEY" | sha256sum',
+            )
         key = _Key(digest.encode(), True, FULL_ACCESS)
     read = _patterns(entry.get("read"), fail, "read")
     load = _patterns(entry.get("load", []), fail, "load")
