@@ -157,7 +157,9 @@ def build_mcp(
             retriever = await asyncio.to_thread(lambda: searcher.retriever)
             if not access.reads_all:
                 retriever = retriever.within(
-                    access.readable_of(i.name for i in await retriever.available_collections())
+                    access.readable_or_refuse(
+                        i.name for i in await retriever.available_collections()
+                    )
                 )
             infos = await retriever.available_collections()
             retriever.check_requested(collections, infos)
@@ -199,7 +201,7 @@ def build_mcp(
             access.check_read(collections or [])
             if not access.reads_all:
                 infos = await asyncio.to_thread(searcher.collections)
-                readable = access.readable_of(i.name for i in infos)
+                readable = access.readable_or_refuse(i.name for i in infos)
                 options = options.with_values({"allowed_collections": readable})
             if collections:
                 retriever = await asyncio.to_thread(lambda: searcher.retriever)

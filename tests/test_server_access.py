@@ -40,6 +40,7 @@ SUPPORT = {
     "vpn.txt": "The VPN client must be updated every month.\n",
 }
 SUPPORT_KEY, ADMIN_KEY, READER_KEY, LEGACY_KEY = "sup-key-1", "adm-key-2", "rd-key-3", "old-key"
+FINANCE_KEY = "fin-key-4"  # may read only a collection that does not exist
 KEYS_YAML = f"""
 keys:
   - name: support-bot
@@ -53,6 +54,9 @@ keys:
   - name: reader
     key_env: READER_KEY
     read: ["supp*"]
+  - name: finance-bot
+    key_env: FINANCE_KEY
+    read: [finance]
 """
 
 
@@ -80,6 +84,7 @@ def site(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterat
             env = {
                 "SUPPORT_BOT_KEY": SUPPORT_KEY,
                 "READER_KEY": READER_KEY,
+                "FINANCE_KEY": FINANCE_KEY,
                 "DEEPSEARCHER_API_KEYS": LEGACY_KEY,
             }
             keys = server_keys(settings.server, env)
@@ -132,6 +137,9 @@ def test_naming_a_forbidden_collection_is_403_on_every_search_route(site: dict[s
         headers=_h(READER_KEY),
     )
     _forbidden(resp)
+    # Nothing readable: refused, not searched across nothing (nor across everything).
+    resp = httpx.post(f"{url}/v1/query", json={"question": "x"}, headers=_h(FINANCE_KEY))
+    assert "may read none" in _forbidden(resp)
 
 
 def test_unnamed_search_never_returns_a_forbidden_passage(site: dict[str, Any]) -> None:

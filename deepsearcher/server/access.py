@@ -69,6 +69,20 @@ class Access:
                     "server's operator to add the collection to the key's 'read' list",
                 )
 
+    def readable_or_refuse(self, names: Iterable[str]) -> list[str]:
+        """The readable ones of ``names``; 403 when there are none, rather than searching
+        nothing and calling the store empty."""
+        readable = self.readable_of(names)
+        if not readable:
+            raise RequestError(
+                403,
+                f"API key '{self.name}' may read none of the collections on this server",
+                type_="permission_error",
+                code="collection_forbidden",
+                hint="ask the server's operator to add collections to the key's 'read' list",
+            )
+        return readable
+
     def check_load(self, collection: str | None = None) -> None:
         if self.may_load(collection):
             return

@@ -152,7 +152,8 @@ class _Service:
         await self.check_collections(named)
         if not access.reads_all:
             infos = await asyncio.to_thread(self.searcher.collections)
-            options = {**options, "allowed_collections": access.readable_of(i.name for i in infos)}
+            readable = access.readable_or_refuse(i.name for i in infos)
+            options = {**options, "allowed_collections": readable}
         return options
 
     def search_options(self, options: dict[str, Any]) -> dict[str, Any]:
