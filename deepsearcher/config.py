@@ -221,6 +221,11 @@ class ServerSettings(_Section):
     max_question_chars: int = Field(
         8000, ge=1, description="Longest question accepted, in characters (400)."
     )
+    keys_file: str | None = Field(
+        None,
+        description="YAML or JSON file mapping API keys (by env var name or SHA-256) to the "
+        "collections each may read and load into; see 'Per-key access' in the README.",
+    )
 
 
 class WebSearchSettings(_Section):

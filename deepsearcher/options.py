@@ -29,11 +29,16 @@ class QueryOptions:
     # Names the time budget in the "cut short" note, when it is not query.timeout_s (the
     # server's request timeout, say), so the user knows which limit to raise.
     budget_name: str | None = None
+    # The collections this question may touch at all (an API key's access), whatever is
+    # requested or routed to; None: every collection. Empty: none.
+    allowed_collections: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         if self.collections is not None:
             # A tuple keeps the object immutable and hashable whatever sequence was passed.
             object.__setattr__(self, "collections", tuple(self.collections) or None)
+        if self.allowed_collections is not None:
+            object.__setattr__(self, "allowed_collections", tuple(self.allowed_collections))
 
     @classmethod
     def names(cls) -> list[str]:

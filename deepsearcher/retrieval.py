@@ -5,7 +5,8 @@ model are searched."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import copy
+from collections.abc import Iterable, Sequence
 
 from deepsearcher.config import Settings
 from deepsearcher.embedding import Embedder
@@ -21,9 +22,24 @@ class Retriever:
         self.embedder = embedder
         self.store = store
         self.settings = settings
+        self.allowed: frozenset[str] | None = None  # None: every collection
+
+    def within(self, allowed: Iterable[str] | None) -> Retriever:
+        """A retriever that sees and searches only ``allowed`` (an API key's collections):
+        routing and "search all" then never reach the others."""
+        if allowed is None:
+            return self
+        scoped = copy.copy(self)
+        wanted = frozenset(allowed)
+        scoped.allowed = wanted if self.allowed is None else wanted & self.allowed
+        return scoped
+
+    def _permitted(self, name: str) -> bool:
+        return self.allowed is None or name in self.allowed
 
     async def available_collections(self) -> list[CollectionInfo]:
-        return await asyncio.to_thread(self.store.list_collections)
+        infos = await asyncio.to_thread(self.store.list_collections)
+        return [i for i in infos if self._permitted(i.name)]
 
     @staticmethod
     def check_requested(requested: Sequence[str] | None, infos: Sequence[CollectionInfo]) -> None:
@@ -77,6 +93,7 @@ class Retriever:
         """Top hits per query, merged across collections by score."""
         if not queries:
             return []
+        collections = [c for c in collections if self._permitted(c)]
         vectors = await asyncio.to_thread(self.embedder.embed_query, list(queries))
         hybrid = self.settings.vector_store.hybrid
         per_collection = await asyncio.gather(

@@ -31,6 +31,7 @@ from deepsearcher.agents.followup import rewrite_followup
 from deepsearcher.config import ServerSettings, Settings
 from deepsearcher.options import QueryOptions
 from deepsearcher.searcher import DeepSearcher
+from deepsearcher.server.access import Access, KeyRing, access_of, load_keys_file
 from deepsearcher.server.errors import RequestError, error_response, search_timeout
 from deepsearcher.server.guard import (
     API_KEYS_ENV,
@@ -140,6 +141,19 @@ class _Service:
                     code="collection_not_found",
                     hint=f"GET /v1/models lists the collections; model '{DEFAULT_MODEL}' searches all",
                 )
+
+    async def scoped(self, access: Access, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` limited to the collections ``access`` may read: a named one is checked
+        (403 before 404, so a refused key learns nothing of what exists); without one, routing
+        and "search all" see only the readable ones."""
+        named = options.get("collections") or []
+        access.check_read(named)
+        await self.check_collections(named)
+        if not access.reads_all:
+            infos = await asyncio.to_thread(self.searcher.collections)
+            readable = access.readable_or_refuse(i.name for i in infos)
+            options = {**options, "allowed_collections": readable}
+        return options
 
     def search_options(self, options: dict[str, Any]) -> dict[str, Any]:
         # The run (search and answer) ends within its budget plus a small grace; 80% of the
@@ -324,11 +338,12 @@ def create_app(
     searcher: DeepSearcher,
     settings: Settings,
     *,
-    api_keys: list[str] | None = None,
+    api_keys: list[str] | KeyRing | None = None,
     upload_dir: Path | None = None,
 ) -> FastAPI:
     """The HTTP app around ``searcher``. ``settings.server`` sets the limits; with ``api_keys``
-    every endpoint but ``/healthz`` needs ``Authorization: Bearer <key>``."""
+    every endpoint but ``/healthz`` needs ``Authorization: Bearer <key>`` (plain keys may do
+    everything; a ``KeyRing`` says what each key may read and load)."""
     loads = HTTPLoads(
         searcher, settings.server, upload_dir or default_upload_dir(searcher.settings)
     )
@@ -388,7 +403,9 @@ def _answer_errors(app: FastAPI, public: Callable[[str], str]) -> None:
         app.add_exception_handler(exc_type, lambda _req, exc: error_response(exc, public))
 
 
-def _add_middleware(app: FastAPI, server: ServerSettings, api_keys: list[str] | None) -> None:
+def _add_middleware(
+    app: FastAPI, server: ServerSettings, api_keys: list[str] | KeyRing | None
+) -> None:
     # Added innermost first: CORS must see preflights and decorate 401s, so it goes outside.
     app.add_middleware(BodyLimitMiddleware, max_bytes=int(server.max_request_mb * 1_000_000))
     if api_keys:
@@ -423,8 +440,8 @@ def _search_routes(svc: _Service) -> APIRouter:
         question, history = req.question_and_history(svc.server.max_question_chars)
         options = req.options()
         if req.model and req.model != DEFAULT_MODEL:
-            await svc.check_collections([req.model])
             options["collections"] = [req.model]
+        options = await svc.scoped(access_of(request.scope), options)
         if req.stream:
             return await svc.stream_chat(req, question, history, options)
         answer = await svc.answer_unless_gone(request, question, history, options)
@@ -433,11 +450,13 @@ def _search_routes(svc: _Service) -> APIRouter:
         return JSONResponse(chat_completion(answer, req.model))
 
     @router.get("/v1/models")
-    async def models() -> dict[str, Any]:
+    async def models(request: Request) -> dict[str, Any]:
+        access = access_of(request.scope)
         infos = await asyncio.to_thread(svc.searcher.collections)
-        data = [_model(DEFAULT_MODEL, "searches every collection")]
+        everything = "every collection" if access.reads_all else "every collection this key reads"
+        data = [_model(DEFAULT_MODEL, f"searches {everything}")]
         for info in infos:
-            if info.name != DEFAULT_MODEL:
+            if info.name != DEFAULT_MODEL and access.readable(info.name):
                 description = info.meta.description if info.meta else ""
                 data.append(
                     {**_model(info.name, description), "chunks": info.rows, "files": info.files}
@@ -450,8 +469,8 @@ def _search_routes(svc: _Service) -> APIRouter:
         check_question(req.question, svc.server.max_question_chars)
         options = req.options()
         if req.collections:
-            await svc.check_collections(req.collections)
             options["collections"] = req.collections
+        options = await svc.scoped(access_of(request.scope), options)
         answer = await svc.answer_unless_gone(request, req.question, [], options)
         if answer is None:
             return Response(status_code=499)
@@ -465,10 +484,14 @@ def _load_routes(svc: _Service) -> APIRouter:
 
     @router.post("/v1/load")
     async def load(request: Request) -> dict[str, Any]:
+        access = access_of(request.scope)
+        access.check_load()  # before the body is read: a key that may not load uploads nothing
         if request.headers.get("content-type", "").startswith("multipart/form-data"):
-            report = await svc.loads.load_uploads(request)
+            report = await svc.loads.load_uploads(request, authorize=access.check_load)
         else:
-            report = await svc.loads.load_paths(parse_body(await request.body(), LoadRequest))
+            req = parse_body(await request.body(), LoadRequest)
+            access.check_load(req.collection or svc.searcher.settings.vector_store.collection)
+            report = await svc.loads.load_paths(req)
         return svc.view.report(report).to_dict()
 
     return router
@@ -506,6 +529,15 @@ def _model(name: str, description: str) -> dict[str, Any]:
     }
 
 
+def server_keys(server: ServerSettings, environ: dict[str, str] | None = None) -> KeyRing:
+    """The keys in ``$DEEPSEARCHER_API_KEYS`` (full access) and in ``server.keys_file``."""
+    env = dict(os.environ) if environ is None else environ
+    keys = KeyRing.full(parse_api_keys(env.get(API_KEYS_ENV)))
+    if server.keys_file:
+        keys = keys + load_keys_file(server.keys_file, env)
+    return keys
+
+
 def run_server(
     settings: Settings,
     *,
@@ -518,7 +550,7 @@ def run_server(
     host without keys raises ``ConfigError`` unless ``insecure``."""
     host = host or settings.server.host
     port = settings.server.port if port is None else port
-    api_keys = parse_api_keys(os.environ.get(API_KEYS_ENV))
+    api_keys = server_keys(settings.server)
     check_bind(host, api_keys, insecure=insecure)
     # The bound address is a name of this server: Host headers naming it are not rebinding.
     settings = settings.model_copy(

@@ -6,7 +6,6 @@ searches with its queue. Plain ASGI, so it also covers 404s and streams.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import ipaddress
 import math
 import time
@@ -17,6 +16,7 @@ from urllib.parse import urlsplit
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deepsearcher.errors import ConfigError
+from deepsearcher.server.access import NO_ACCESS, SCOPE_KEY, Access, KeyRing
 from deepsearcher.server.errors import RequestError, send_error
 
 API_KEYS_ENV = "DEEPSEARCHER_API_KEYS"
@@ -37,7 +37,7 @@ def is_loopback(host: str) -> bool:
         return False  # a host name other than localhost may resolve to anything
 
 
-def check_bind(host: str, api_keys: Sequence[str], *, insecure: bool) -> None:
+def check_bind(host: str, api_keys: Sequence[str] | KeyRing, *, insecure: bool) -> None:
     """Refuse to expose private documents on a network interface without API keys."""
     if api_keys or insecure or is_loopback(host):
         return
@@ -51,28 +51,34 @@ def check_bind(host: str, api_keys: Sequence[str], *, insecure: bool) -> None:
 
 class APIKeyMiddleware:
     """Every request but ``/healthz``, ``open_paths`` and CORS preflights needs
-    ``Authorization: Bearer <key>``."""
+    ``Authorization: Bearer <key>``. The key's ``Access`` goes on the request scope
+    (``access.SCOPE_KEY``), where the routes and MCP tools read it."""
 
     def __init__(
-        self, app: ASGIApp, api_keys: Sequence[str], open_paths: Iterable[str] = ()
+        self, app: ASGIApp, api_keys: KeyRing | Sequence[str], open_paths: Iterable[str] = ()
     ) -> None:
         self.app = app
-        self._keys = [k.encode() for k in api_keys]
+        self._keys = api_keys if isinstance(api_keys, KeyRing) else KeyRing.full(api_keys)
         self._open = OPEN_PATHS | frozenset(open_paths)  # e.g. the chat page, which holds no data
 
-    def _allowed(self, scope: Scope) -> bool:
-        if scope["path"] in self._open or scope.get("method") == "OPTIONS":
-            return True
+    def _access(self, scope: Scope) -> Access | None:
         header = dict(scope["headers"]).get(b"authorization", b"")
         scheme, _, token = header.partition(b" ")
         if scheme.lower() != b"bearer" or not token.strip():
-            return False
-        token = token.strip()
-        # Compare against every key so timing does not tell which one nearly matched.
-        return any([hmac.compare_digest(token, k) for k in self._keys])
+            return None
+        return self._keys.resolve(token.strip())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self._allowed(scope):
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        access = self._access(scope)
+        if access is not None:
+            scope[SCOPE_KEY] = access
+            await self.app(scope, receive, send)
+            return
+        if scope["path"] in self._open or scope.get("method") == "OPTIONS":
+            scope[SCOPE_KEY] = NO_ACCESS  # the page loads without a key; it reads nothing
             await self.app(scope, receive, send)
             return
         refusal = RequestError(

@@ -181,7 +181,9 @@ class HTTPLoads:
             prepare, req.collection, description=req.description, force=req.force, prune=req.prune
         )
 
-    async def load_uploads(self, request: Request) -> LoadReport:
+    async def load_uploads(
+        self, request: Request, authorize: Callable[[str], None] | None = None
+    ) -> LoadReport:
         """Uploaded files are kept under the upload folder only if they load: an unsupported
         one refuses the request before anything is written, and a file the load rejects (or a
         load that fails) is removed again, the earlier upload of the same name put back."""
@@ -200,6 +202,8 @@ class HTTPLoads:
             collection = _collection_name(
                 fields.get("collection") or self.searcher.settings.vector_store.collection
             )
+            if authorize is not None:  # before anything is stored
+                authorize(collection)
             names = [safe_filename(u.filename) for u in uploads]
             if len(set(names)) < len(names):
                 raise RequestError(400, "two uploaded files have the same name")

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from pydantic import Field
 from starlette.routing import BaseRoute
 
@@ -26,6 +26,7 @@ from deepsearcher import errors
 from deepsearcher.config import Settings
 from deepsearcher.options import QueryOptions
 from deepsearcher.searcher import DeepSearcher
+from deepsearcher.server.access import FULL_ACCESS, Access, access_of
 from deepsearcher.server.errors import RequestError
 from deepsearcher.server.guard import SearchSlots
 from deepsearcher.server.load import HTTPLoads, default_upload_dir
@@ -69,6 +70,17 @@ def _passage(hit: Hit, source: str) -> dict[str, Any]:
         "score": round(hit.score, 4),
         "text": hit.text,
     }
+
+
+def _access(ctx: Context) -> Access:
+    """The calling key's access: from the HTTP request the call came in on (the API key
+    middleware put it there); over stdio the local user may do everything."""
+    try:
+        request = ctx.request_context.request
+    except ValueError:  # called outside a request
+        return FULL_ACCESS
+    scope = getattr(request, "scope", None)
+    return access_of(scope) if isinstance(scope, dict) else FULL_ACCESS
 
 
 def _progress_message(event: Event) -> str | None:
@@ -128,6 +140,7 @@ def build_mcp(
     @mcp.tool()
     async def search(
         query: Annotated[str, Field(description="What to search for.", min_length=1)],
+        ctx: Context,
         collections: Annotated[
             list[str] | None, Field(description="Search only these (default: all).")
         ] = None,
@@ -138,8 +151,16 @@ def build_mcp(
     ) -> dict[str, Any]:
         """Passages most similar to `query`, with their source file, pages, collection, score
         and a `uri` to read each again. Retrieval only: no LLM is called."""
+        access = _access(ctx)
         with _tool_errors(view):
+            access.check_read(collections or [])
             retriever = await asyncio.to_thread(lambda: searcher.retriever)
+            if not access.reads_all:
+                retriever = retriever.within(
+                    access.readable_or_refuse(
+                        i.name for i in await retriever.available_collections()
+                    )
+                )
             infos = await retriever.available_collections()
             retriever.check_requested(collections, infos)
             names = list(collections) if collections else [i.name for i in infos]
@@ -171,11 +192,17 @@ def build_mcp(
         """Answer `question` from the documents: sub-queries, searches, relevance checks and
         a written answer whose [n] markers cite `sources`. Sends a progress notification per
         step when the request carries a progress token."""
+        access = _access(ctx)
         given = {"collections": collections, "max_iter": max_iter, "web": web}
         values = {k: v for k, v in given.items() if v is not None}
         options = QueryOptions.from_mapping(search_options(values) if search_options else values)
         step = 0
         with _tool_errors(view):
+            access.check_read(collections or [])
+            if not access.reads_all:
+                infos = await asyncio.to_thread(searcher.collections)
+                readable = access.readable_or_refuse(i.name for i in infos)
+                options = options.with_values({"allowed_collections": readable})
             if collections:
                 retriever = await asyncio.to_thread(lambda: searcher.retriever)
                 retriever.check_requested(collections, await retriever.available_collections())
@@ -201,10 +228,12 @@ def build_mcp(
             raise errors.DeepSearcherError("the search ended without an answer")
 
     @mcp.tool()
-    async def list_collections() -> list[dict[str, Any]]:
+    async def list_collections(ctx: Context) -> list[dict[str, Any]]:
         """The collections that can be searched: name, description, chunks and files."""
+        access = _access(ctx)
         with _tool_errors(view):
             infos = await asyncio.to_thread(searcher.collections)
+            infos = [i for i in infos if access.readable(i.name)]
         return [
             {
                 "name": i.name,
@@ -220,6 +249,7 @@ def build_mcp(
         path: Annotated[
             str, Field(description="File or folder under server.load_root (relative to it).")
         ],
+        ctx: Context,
         collection: Annotated[
             str | None, Field(description="Collection name (default from config).")
         ] = None,
@@ -230,7 +260,9 @@ def build_mcp(
         """Load a file or folder into a collection, incrementally (unchanged files are
         skipped). Only when server.load_root is set, and only paths under it."""
         assert loads is not None
+        access = _access(ctx)
         with _tool_errors(view):
+            access.check_load(collection or searcher.settings.vector_store.collection)
             if not loads.server.load_root:  # the HTTP refusal's hint is about uploads
                 raise errors.ConfigError(
                     "loading is disabled: server.load_root is not set",
@@ -248,7 +280,13 @@ def build_mcp(
         description="A stored passage by collection and chunk id (the `uri` of a search result).",
         mime_type="application/json",
     )
-    async def passage(collection: str, chunk_id: str) -> dict[str, Any]:
+    async def passage(collection: str, chunk_id: str, ctx: Context) -> dict[str, Any]:
+        access = _access(ctx)
+        if not access.readable(collection):
+            raise ResourceError(
+                f"API key '{access.name}' may not read collection '{collection}'\n"
+                "hint: list_collections names the collections this key may read"
+            )
         try:
             validate_collection_name(collection)
         except errors.StoreError:
