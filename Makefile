@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev,web]'
+	$(PY) -m pip install --quiet -e '.[dev,web,eval]'
 	touch $@
 
 demo: install
@@ -28,6 +28,7 @@ lint: install
 	$(VENV)/bin/ruff check deepsearcher loaders tests benchmarks
 	$(VENV)/bin/ruff format --check deepsearcher loaders tests benchmarks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 bench: install
 	$(PY) benchmarks/ingest.py

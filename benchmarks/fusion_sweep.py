@@ -106,15 +106,8 @@ def main() -> None:
     for i, q in enumerate(questions):
         m = GoldMatcher(q.gold, root)
         dense_hits = store.search(args.collection, vectors[i : i + 1], fetch)[0]
-        sparse_raw = store._call(  # the BM25 list alone: no public call returns it
-            store._client.search,
-            args.collection,
-            data=[texts[i]],
-            anns_field="sparse",
-            limit=fetch,
-            output_fields=["source"],
-            search_params={"metric_type": "BM25"},
-        )[0]
+        # The BM25 list alone, as the store's fusion fetches it: no public call returns it.
+        sparse_raw = store._search_field(args.collection, [texts[i]], "sparse", fetch)[0]
         src = {h.id: h.source for h in dense_hits}
         src.update({str(h["id"]): h["entity"]["source"] for h in sparse_raw})
         dense = [h.id for h in dense_hits]

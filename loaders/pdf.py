@@ -56,7 +56,7 @@ class PdfiumLoader:
     """Text PDFs: one element per block of lines, with its 1-based page number."""
 
     def load(self, path: Path, settings: LoadingSettings) -> Document:
-        try:
+        try:  # lazy: only PDFs need PDFium
             import pypdfium2 as pdfium
         except ImportError as exc:  # pragma: no cover - installed with unstructured
             raise LoaderError(
@@ -103,7 +103,7 @@ def _open_error(exc: Exception) -> LoaderError:
 
 
 def _read_page_lines(pdf: Any, index: int) -> list[_Line]:
-    import pypdfium2.raw as pdfium_c
+    import pypdfium2.raw as pdfium_c  # lazy, as in PDFLoader.load
 
     page = pdf[index]
     textpage = page.get_textpage()

@@ -62,6 +62,7 @@ def decode_text(data: bytes) -> tuple[str, str]:
         try:
             text, encoding = data.decode("utf-8"), "utf-8"
         except UnicodeDecodeError:
+            # Lazy: only non-UTF-8 files need the detector.
             from charset_normalizer import from_bytes
 
             best = from_bytes(data, cp_isolation=_CANDIDATE_ENCODINGS).best()

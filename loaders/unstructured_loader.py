@@ -54,6 +54,10 @@ class UnstructuredLoader:
 # ---------------------------------------------------------------------------------------------
 
 
+# The partitioners import lazily: unstructured is heavy to import, and a load of text,
+# PDF or JSON files never needs it.
+
+
 def _partition_docx(path: Path, metadata: dict[str, Any]) -> list[Any]:
     from unstructured.partition.docx import partition_docx
 
@@ -147,7 +151,7 @@ def _is_heading(md: Any, file_type: str) -> bool:
 
 def _add_speaker_notes(path: Path, parts: list[Part]) -> list[Part]:
     """Insert each slide's notes, as ``Speaker notes: ...``, after the slide's last part."""
-    from pptx import Presentation
+    from pptx import Presentation  # lazy: only .pptx files need it
 
     notes: dict[int, str] = {}
     for number, slide in enumerate(Presentation(str(path)).slides, start=1):

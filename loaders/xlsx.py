@@ -41,7 +41,7 @@ class XlsxLoader:
     number. Empty rows and columns are dropped; a title typed above the header stays text."""
 
     def load(self, path: Path, settings: LoadingSettings) -> Document:
-        from openpyxl import load_workbook
+        from openpyxl import load_workbook  # lazy: only .xlsx files need it
 
         # read_only streams the sheet XML (a 50 MB workbook would not fit otherwise);
         # data_only gives a formula's last computed value, as Excel shows it.

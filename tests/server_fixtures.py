@@ -14,7 +14,8 @@ import openai
 import pytest
 import uvicorn
 
-from deepsearcher.config import Settings
+from deepsearcher.config import Settings, load_settings
+from deepsearcher.embedding import Embedder
 from deepsearcher.searcher import DeepSearcher
 from deepsearcher.server import create_app
 from tests.llm_server import ScriptedLLMServer
@@ -92,6 +93,22 @@ def serve(searcher: DeepSearcher, settings: Settings, tmp_path: Path) -> Iterato
             return stack.enter_context(_uvicorn(app))
 
         yield start
+
+
+@pytest.fixture(scope="module")
+def bare_server(tmp_path_factory: pytest.TempPathFactory, embedder: Embedder) -> Iterator[str]:
+    """One server per module over an empty store and no LLM, for requests refused before any
+    search: cheaper than a loaded server per case."""
+    tmp = tmp_path_factory.mktemp("bare")
+    settings = load_settings(
+        overrides={"vector_store": {"uri": str(tmp / "milvus.db")}}, environ={}
+    )
+    searcher = DeepSearcher(settings, embedder=embedder)
+    try:
+        with _uvicorn(create_app(searcher, settings, upload_dir=tmp / "uploads")) as url:
+            yield url
+    finally:
+        searcher.close()
 
 
 def _client(url: str, key: str = "unused") -> openai.OpenAI:

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from deepsearcher.cli import app
 from tests.llm_server import ScriptedLLMServer
-from tests.test_deep_search import _write_docs
+from tests.sample_docs import write_docs
 
 SCHEMA = {
     "question",
@@ -27,7 +27,7 @@ SCHEMA = {
 
 def _load(tmp_path: Path, env: dict[str, str]) -> None:
     res = CliRunner().invoke(
-        app, ["load", str(_write_docs(tmp_path / "docs")), "--collection", "docs"], env=env
+        app, ["load", str(write_docs(tmp_path / "docs")), "--collection", "docs"], env=env
     )
     assert res.exit_code == 0, res.output
 
@@ -121,7 +121,7 @@ def test_query_refuses_a_collection_embedded_with_another_model(tmp_path: Path) 
     res = CliRunner().invoke(app, ["query", "Who manages Austin?", "--json"], env=env)
     assert res.exit_code == 0 and json.loads(res.stdout)["sources"]
     # With an e5 collection beside it, an e5 query searches that one and says what it skipped.
-    docs = str(_write_docs(tmp_path / "docs"))
+    docs = str(write_docs(tmp_path / "docs"))
     res = CliRunner().invoke(app, ["load", docs, "--collection", "docs_e5"], env=e5)
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(app, ["query", "Who manages Austin?", "--json"], env=e5)

@@ -123,8 +123,8 @@ def test_query_prints_nothing_from_the_bm25_tokenizer(loaded: Loaded) -> None:
 _GRPC_ERROR_LOG = """
 import socket, sys
 from concurrent import futures
-from deepsearcher.cli import _setup_logging
-_setup_logging(int(sys.argv[1]))
+from deepsearcher.cli.logs import setup_logging
+setup_logging(int(sys.argv[1]))
 import grpc
 taken = socket.socket()
 taken.bind(("127.0.0.1", 0))

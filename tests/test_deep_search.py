@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,33 +17,8 @@ from deepsearcher.config import Settings
 from deepsearcher.errors import CollectionNotFoundError
 from deepsearcher.types import Answer
 from tests.llm_server import GARBAGE_REPLY, ScriptedLLMServer, task_of
-
-DOCS = {
-    "robots.txt": (
-        "The NR-7 robot carries a payload of twelve kilograms on its arm.\n\n"
-        "The NR-7 battery lasts ten hours and is supplied by Kestrel Energy."
-    ),
-    "travel.md": (
-        "# Travel policy\n\nTravel expenses above 500 dollars need approval from the CFO.\n\n"
-        "The international per diem is 95 dollars per day."
-    ),
-    "offices.txt": (
-        "The Austin office assembles the NR-7 robot.\n\n"
-        "Rafael Ortega is the office manager in Austin.\n\n"
-        "The Lyon office has forty employees and a robotics lab."
-    ),
-    "security.md": (
-        "# Security\n\nAdministrator passwords change every ninety days.\n\n"
-        "A lost laptop must be reported within four hours."
-    ),
-}
-
-
-def _write_docs(root: Path, docs: dict[str, str] = DOCS) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    for name, text in docs.items():
-        (root / name).write_text(text, encoding="utf-8")
-    return root
+from tests.sample_docs import DOCS
+from tests.sample_docs import write_docs as _write_docs
 
 
 def _with_llm(settings: Settings, server: ScriptedLLMServer, **query: Any) -> Settings:
@@ -89,7 +65,8 @@ def test_deep_search_answers_with_valid_citations(
     for src in answer.sources:
         # Each source is a real stored chunk, and its offsets point into the parsed file text.
         assert Path(src.source).name in DOCS
-        assert src.text in DOCS[Path(src.source).name].replace("# ", "") or src.text.strip()
+        assert src.text.strip()
+        assert " ".join(src.text.split()) in " ".join(DOCS[Path(src.source).name].split())
         assert (
             src.start is not None and src.end is not None and src.end - src.start == len(src.text)
         )
@@ -172,18 +149,10 @@ def test_verdicts_run_concurrently(
     llm_server.latency = 0.1
     llm_server.add_rule("TASK: decompose", '["warehouse robot pallets"]')
 
-    async def timed() -> list[tuple[float, str]]:
-        return [(time.perf_counter(), e.type) async for e in ds.astream("warehouse robot pallets")]
-
-    stamps = asyncio.run(timed())
-    judges = llm_server.count("judge")
-    assert judges == 10
+    asyncio.run(ds.aquery("warehouse robot pallets"))
+    assert llm_server.count("judge") == 10
+    # Several verdicts were at the server at once: one after another, never more than one.
     assert llm_server.max_in_flight >= 4
-    # The judging phase runs from the search result to the last verdict. One after another,
-    # ten verdicts at 100 ms each would take 1.0 s.
-    searched = next(t for t, kind in stamps if kind == "search")
-    last_verdict = max(t for t, kind in stamps if kind == "verdict")
-    assert last_verdict - searched < 0.5, last_verdict - searched
 
 
 def test_budget_stop_answers_with_what_it_has(
@@ -340,26 +309,26 @@ def test_routing_makes_one_call_per_question(
         "policies",
         description="HR and travel policies",
     )
-    # Decomposition does not wait for routing: both reach the server together, although the
-    # routing reply takes 0.5 s.
-    arrived: dict[str, float] = {}
+    # Decomposition does not wait for routing: the routing reply is held until the
+    # decomposition request has reached the server, which happens only if both are sent
+    # together (one after the other, the routing reply gives up waiting and the test fails).
+    decompose_arrived = threading.Event()
+    overlapped: list[bool] = []
 
-    def reply(task: str, text: str) -> Any:
-        def _reply(req: dict[str, Any]) -> str:
-            arrived[task] = time.perf_counter()
-            return text
+    def route(req: dict[str, Any]) -> str:
+        overlapped.append(decompose_arrived.wait(3))
+        return '["policies"]'
 
-        return _reply
+    def decompose(req: dict[str, Any]) -> str:
+        decompose_arrived.set()
+        return '["international per diem", "robot payload"]'
 
-    llm_server.add_rule("TASK: route", reply("route", '["policies"]'), latency=0.5)
-    llm_server.add_rule(
-        lambda r: task_of(r) == "decompose",
-        reply("decompose", '["international per diem", "robot payload"]'),
-    )
+    llm_server.add_rule("TASK: route", route)
+    llm_server.add_rule(lambda r: task_of(r) == "decompose", decompose)
     llm_server.add_rule("TASK: reflect", '["per diem amount"]', times=1)
     answer, _ = _run(ds, "What is the international per diem and the robot payload?")
     assert llm_server.count("route") == 1
-    assert abs(arrived["decompose"] - arrived["route"]) < 0.3
+    assert overlapped == [True]
     assert answer.sources and {s.collection for s in answer.sources} == {"policies"}
 
 
@@ -378,7 +347,11 @@ def test_concurrent_questions_on_one_searcher(
 
     answers = asyncio.run(all_at_once())
     assert [a.question for a in answers] == questions
-    assert all(a.answer and a.sources for a in answers)
+    # Each run searched its own question and cites the file that holds its fact: runs that
+    # shared state would mix queries or passages.
+    assert [a.sub_queries for a in answers] == [[q] for q in questions]
+    cited = [{Path(s.source).name for s in a.sources} for a in answers]
+    assert cited == [{"offices.txt"}, {"travel.md"}, {"robots.txt"}]
 
 
 def test_document_text_cannot_steer_the_model(

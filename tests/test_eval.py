@@ -12,7 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from deepsearcher.cli_eval import eval_command
+from deepsearcher.cli.eval import eval_command
 from deepsearcher.errors import ConfigError
 from deepsearcher.evaluation.metrics import (
     GoldMatcher,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import json
 import os
 import signal
@@ -18,6 +20,7 @@ from typer.testing import CliRunner
 from deepsearcher.cli import app
 from deepsearcher.config import Settings
 from deepsearcher.errors import IncompatibleCollectionError
+from deepsearcher.ingest import Ingestor
 
 
 def _corpus(root: Path, n: int = 6, paragraphs: int = 3) -> Path:
@@ -83,7 +86,7 @@ def test_force_reembeds_without_duplicates_and_prune_removes_deleted(
     pruned = ds.load([docs], "c", prune=True)
     assert pruned.chunks_removed > 0
     assert pruned.chunks_total == first.chunks_total - pruned.chunks_removed
-    assert str((docs / "doc_001.txt").resolve()) not in ds.store.file_records("c")
+    assert str((docs / "doc_001.txt").resolve()) not in ds.store.manifest.file_records("c")
 
 
 class _ThreadRecordingEmbedder:
@@ -202,7 +205,7 @@ def test_killed_load_then_rerun_equals_clean_load(
     killed_settings = settings.model_copy(deep=True)
     killed_settings.vector_store.uri = str(db)
     ds = make_searcher(killed_settings)
-    partial = ds.store.file_records("c")
+    partial = ds.store.manifest.file_records("c")
     assert 5 <= len(partial) < 600  # really killed mid-run
     rerun = ds.load([docs], "c")
     assert rerun.files_unchanged == len(
@@ -301,3 +304,59 @@ def test_locked_database_names_the_holder(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+# The last commit whose deepsearcher/store.py wrote chunks and manifest in one class, before the
+# store became a package with a separate file manifest.
+_STORE_BEFORE_SPLIT = "564b3bb"
+
+
+def _store_before_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    root = Path(__file__).resolve().parents[1]
+    try:
+        src = subprocess.run(
+            ["git", "-C", str(root), "show", f"{_STORE_BEFORE_SPLIT}:deepsearcher/store.py"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("needs the git history: the store module from before the split")
+    path = tmp_path / "store_before_split.py"
+    path.write_text(src, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("store_before_split", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_collection_written_before_the_store_split_loads_incrementally(
+    tmp_path: Path,
+    settings: Settings,
+    embedder: Any,
+    make_searcher: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    old = _store_before_split(tmp_path, monkeypatch)
+    docs = _corpus(tmp_path / "docs", n=3)
+    old_store = old.MilvusStore(settings.vector_store)
+    try:
+        # The old class was chunks and manifest in one: it serves as both.
+        ingestor = Ingestor(settings, old_store, lambda: embedder, manifest=old_store)
+        first = asyncio.run(ingestor.aload([docs], "c"))
+    finally:
+        old_store.close()
+    assert first.files_new == 3
+
+    ds = make_searcher()
+    again = ds.load([docs], "c")  # the manifest written by the old code is read
+    assert (again.files_new, again.files_changed, again.files_unchanged) == (0, 0, 3)
+    assert again.chunks_added == 0 and again.chunks_total == first.chunks_total
+
+    (docs / "doc_001.txt").write_text("Conveyor belts are inspected every Monday.", "utf-8")
+    changed = ds.load([docs], "c", prune=True)
+    assert (changed.files_changed, changed.files_unchanged) == (1, 2)
+    record = ds.store.manifest.file_records("c")[str((docs / "doc_001.txt").resolve())]
+    assert record.chunks == 1

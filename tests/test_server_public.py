@@ -66,7 +66,7 @@ def test_llm_address_stays_in_the_server_log(
     url = serve()
     llm_server.add_fault("500", times=None, match="TASK: answer")
     address = llm_server.base_url.split("://", 1)[1].rstrip("/")
-    with caplog.at_level(logging.INFO, logger="deepsearcher.server_public"):
+    with caplog.at_level(logging.INFO, logger="deepsearcher.server.public"):
         resp = _client(url).chat.completions.create(
             model="deepsearcher", messages=[{"role": "user", "content": QUESTION}]
         )

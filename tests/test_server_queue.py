@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import openai
 
-from deepsearcher.server_guard import SearchSlots
+from deepsearcher.server.guard import SearchSlots
 from tests.llm_server import ScriptedLLMServer
 from tests.server_fixtures import (  # noqa: F401 (fixtures are used as parameters)
     QUESTION,

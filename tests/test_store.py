@@ -64,8 +64,8 @@ def _exercise(store: MilvusStore, embedder) -> None:
         hybrid=True,
     )[0]
     assert hybrid[0].text == TEXTS[2]
-    store.put_file_records("docs", [FileRecord("/docs/d1.txt", "d1", "h1", 3)])
-    assert store.file_records("docs")["/docs/d1.txt"].content_hash == "h1"
+    store.manifest.put_file_records("docs", [FileRecord("/docs/d1.txt", "d1", "h1", 3)])
+    assert store.manifest.file_records("docs")["/docs/d1.txt"].content_hash == "h1"
     infos = {i.name: i for i in store.list_collections()}
     assert set(infos) == {"docs"}  # the manifest is hidden
     assert infos["docs"].rows == 3 and infos["docs"].files == 1
@@ -83,8 +83,8 @@ def test_lite_store_roundtrip_and_replacement(tmp_path: Path, embedder) -> None:
         store.upsert_chunks("docs", new_chunks, vecs)
         assert store.delete_stale_chunks("docs", "d1", keep_hash="h2") == 3
         assert store.count("docs") == 1
-        store.delete_file_record("docs", "/docs/d1.txt")
-        assert store.file_records("docs") == {}
+        store.manifest.delete_file_record("docs", "/docs/d1.txt")
+        assert store.manifest.file_records("docs") == {}
         store.drop_collection("docs")
         assert store.list_collections() == []
     finally:

@@ -20,9 +20,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from deepsearcher.agents.base import RunContext
 from deepsearcher.config import Settings
 from deepsearcher.errors import WebSearchError
+from deepsearcher.run_context import RunContext
 from deepsearcher.tools import (
     DuckDuckGoWebSearch,
     PageFetcher,
@@ -31,6 +31,7 @@ from deepsearcher.tools import (
     WebResult,
     WebSearchTool,
     build_web_search,
+    build_web_search_or_unavailable,
 )
 from deepsearcher.tools import fetch as fetch_module
 from deepsearcher.types import NoteEvent
@@ -181,7 +182,7 @@ def web_settings(settings: Settings, stub: WebStub, **kw: Any) -> Settings:
 
 def run_tool(settings: Settings, queries: list[str], ctx: RunContext | None = None) -> Any:
     ctx = ctx or RunContext.create(settings, None)
-    tool = WebSearchTool(None, settings.web_search)
+    tool = WebSearchTool(build_web_search_or_unavailable(settings.web_search), settings.web_search)
     hits, events = asyncio.run(tool.search_many(queries, ctx))
     return hits, events, ctx
 
@@ -430,27 +431,23 @@ def test_allow_private_hosts_fetches_main_text(settings: Settings, stub: WebStub
 
 
 def test_redirects_are_checked_on_every_hop(
-    settings: Settings,
-    stub: WebStub,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
+    settings: Settings, stub: WebStub, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # Pretend 127.0.0.1 is a public host so the first hop passes; everything else keeps the rules.
-    real = fetch_module.refusal_reason
-    monkeypatch.setattr(
-        fetch_module, "refusal_reason", lambda ip: None if str(ip) == "127.0.0.1" else real(ip)
-    )
+    # The stub listens on loopback, so private hosts are allowed for the first hop; the guard
+    # is the real one, and each redirect target goes through it again: a scheme that is not
+    # http(s) is refused, and so is a chain longer than MAX_REDIRECTS. (That check_url refuses
+    # private addresses is shown above, on the real resolver.)
     caplog.set_level(logging.INFO, logger="deepsearcher.tools")
-    to_metadata = "/redirect?to=http://169.254.169.254/latest/meta-data/"
+    to_file = "/redirect?to=file:///etc/passwd"
     stub.results = [
-        {"title": "r", "url": stub.url + to_metadata, "content": "snippet redirect"},
+        {"title": "r", "url": stub.url + to_file, "content": "snippet redirect"},
         {"title": "l", "url": f"{stub.url}/loop/0", "content": "snippet loop"},
     ]
-    s = web_settings(settings, stub, fetch_pages=True, allow_private_hosts=False)
+    s = web_settings(settings, stub, fetch_pages=True, allow_private_hosts=True)
     hits, _, _ = run_tool(s, ["q"])
     assert [h.text for h in hits[0]] == ["snippet redirect", "snippet loop"]
-    assert stub.paths("/redirect") == [to_metadata]
-    assert "link-local address 169.254.169.254" in caplog.text
+    assert stub.paths("/redirect") == [to_file]
+    assert "scheme 'file' is not http(s)" in caplog.text
     assert stub.paths("/loop/") == ["/loop/0", "/loop/1", "/loop/2", "/loop/3"]
     assert "more than 3 redirects" in caplog.text
 

@@ -1,44 +1,54 @@
-"""Agents turn a question into events and a cited ``Answer``. Chosen by name."""
+"""Agents turn a question into events and a cited ``Answer``. Chosen by name; each receives
+its components (settings, chat model, retriever, web tool) from whoever builds it."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from deepsearcher.agents.deep_search import DeepSearchAgent
+from deepsearcher.agents.naive_rag import NaiveRAGAgent
+from deepsearcher.config import Settings
 from deepsearcher.errors import ConfigError
+from deepsearcher.llm import ChatModel
+from deepsearcher.options import QueryOptions
+from deepsearcher.retrieval import Retriever
+from deepsearcher.tools.web import WebSearchTool
 from deepsearcher.types import Event
-
-if TYPE_CHECKING:
-    from deepsearcher.searcher import DeepSearcher
 
 
 class Agent(Protocol):
-    """``run(question, **options)`` yields events; the last is a DoneEvent with the Answer.
-    Typed loosely because each agent takes its own keyword options."""
+    """``run(question, options)`` yields events; the last is a DoneEvent with the Answer."""
 
     name: str
 
-    @property
-    def run(self) -> Callable[..., AsyncIterator[Event]]: ...
+    def run(self, question: str, options: QueryOptions) -> AsyncIterator[Event]: ...
 
 
-def _deep(searcher: DeepSearcher) -> Agent:
-    from deepsearcher.agents.deep_search import DeepSearchAgent
-
-    return DeepSearchAgent(searcher)
+AgentFactory = Callable[[Settings, "ChatModel | None", Retriever, "WebSearchTool | None"], Agent]
 
 
-def _naive(searcher: DeepSearcher) -> Agent:
-    from deepsearcher.agents.naive_rag import NaiveRAGAgent
-
-    return NaiveRAGAgent(searcher)
-
-
-AGENTS: dict[str, Callable[[DeepSearcher], Agent]] = {"deep": _deep, "naive": _naive}
+def _naive(
+    settings: Settings, llm: ChatModel | None, retriever: Retriever, web: WebSearchTool | None
+) -> Agent:
+    return NaiveRAGAgent(settings, llm, retriever)  # searches the private collections only
 
 
-def build_agent(searcher: DeepSearcher, name: str) -> Agent:
+AGENTS: dict[str, AgentFactory] = {"deep": DeepSearchAgent, "naive": _naive}
+
+
+def build_agent(
+    name: str,
+    settings: Settings,
+    llm: ChatModel | None,
+    retriever: Retriever,
+    web: WebSearchTool | None = None,
+) -> Agent:
     try:
-        return AGENTS[name](searcher)
+        factory = AGENTS[name]
     except KeyError:
         raise ConfigError(f"unknown agent '{name}'", f"use one of: {', '.join(AGENTS)}") from None
+    return factory(settings, llm, retriever, web)
+
+
+__all__ = ["AGENTS", "Agent", "DeepSearchAgent", "NaiveRAGAgent", "build_agent"]

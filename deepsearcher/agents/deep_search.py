@@ -12,22 +12,31 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
 
 from deepsearcher.agents import prompts
 from deepsearcher.agents.base import (
-    Retriever,
-    RunContext,
+    ask,
     escape_document,
     messages_for,
     new_answer,
     render_document,
+    resolve_collections,
     write_answer,
 )
-from deepsearcher.agents.parsing import parse_queries, parse_yes_no, parse_yes_no_list
+from deepsearcher.agents.judge import Verdict, judge_batch, judge_one
+from deepsearcher.agents.naive_rag import retrieval_only
+from deepsearcher.agents.parsing import parse_queries
+from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, LLMError
+from deepsearcher.llm import ChatModel
+from deepsearcher.options import QueryOptions
+from deepsearcher.retrieval import Retriever
+from deepsearcher.run_context import RunContext
+from deepsearcher.tools.web import WebSearchTool
 from deepsearcher.types import (
+    Answer,
     DoneEvent,
     Event,
     Hit,
@@ -36,9 +45,6 @@ from deepsearcher.types import (
     SubQueriesEvent,
     VerdictEvent,
 )
-
-if TYPE_CHECKING:
-    from deepsearcher.searcher import DeepSearcher
 
 logger = logging.getLogger(__name__)
 
@@ -55,156 +61,111 @@ def _dedupe(queries: Sequence[str], seen: set[str]) -> list[str]:
     return out
 
 
+@dataclass
+class _Search:
+    """One question's loop: what it searched, retrieved and kept so far."""
+
+    question: str
+    answer: Answer
+    collections: list[str]
+    top_k: int
+    rerank: str
+    pending: list[str] = field(default_factory=list)  # queries of the next round
+    queries: list[str] = field(default_factory=list)  # every query searched, in order
+    seen: set[str] = field(default_factory=set)  # normalised queries, to skip repeats
+    fresh: list[Hit] = field(default_factory=list)  # chunks first retrieved this round
+    kept: list[Hit] = field(default_factory=list)
+    retrieved: dict[str, Hit] = field(default_factory=dict)  # every chunk judged, by id
+    fused: dict[str, float] = field(default_factory=dict)  # chunk id -> RRF over all queries
+    iteration: int = 0
+    stopped: bool = False  # a step ended the loop (budget, failed reflection)
+
+
 class DeepSearchAgent:
-    """Iterative decompose / search / judge / reflect loop with a cited answer."""
+    """Iterative decompose / search / judge / reflect loop with a cited answer.
+
+    Without an LLM (``llm`` None) it shows the best passages; without ``web`` it searches the
+    private collections only."""
 
     name = "deep"
 
-    def __init__(self, searcher: DeepSearcher) -> None:
-        self.searcher = searcher
-        self.settings = searcher.settings
-        self.retriever = Retriever(searcher)
-
-    async def run(
+    def __init__(
         self,
-        question: str,
-        *,
-        collections: Sequence[str] | None = None,
-        max_iter: int | None = None,
-        top_k: int | None = None,
-        rerank: str | None = None,
-        web: bool | None = None,
-        timeout_s: float | None = None,
-        budget_name: str | None = None,
-    ) -> AsyncIterator[Event]:
-        q = self.settings.query
-        max_iter = max_iter or q.max_iter
-        top_k = top_k or q.top_k
-        rerank = rerank or q.rerank
-        llm = self.searcher.llm
-        if llm is None:
-            from deepsearcher.agents.naive_rag import retrieval_only
+        settings: Settings,
+        llm: ChatModel | None,
+        retriever: Retriever,
+        web: WebSearchTool | None = None,
+    ) -> None:
+        self.settings = settings
+        self.llm = llm
+        self.retriever = retriever
+        self.web = web
 
-            async for event in retrieval_only(self.searcher, question, collections, top_k):
+    async def run(self, question: str, options: QueryOptions) -> AsyncIterator[Event]:
+        q = self.settings.query
+        top_k = options.top_k or q.top_k
+        if self.llm is None:
+            async for event in retrieval_only(
+                self.settings, self.retriever, question, options.collections, top_k
+            ):
                 yield event
             return
-
-        ctx = RunContext.create(self.settings, llm, timeout_s, budget_name)
-        answer = new_answer(question, "deep")
-        # Routing and decomposition do not depend on each other: run them side by side, so a
-        # store with several collections does not add a round trip before the first search.
-        decompose = asyncio.ensure_future(self._decompose(ctx, question))
-        try:
-            names, route_events = await self.retriever.resolve_collections(
-                question, collections, ctx
-            )
-            subs, problem = await decompose
-        finally:
-            decompose.cancel()  # a no-op once done; stops it when routing raised
-        for ev in route_events:
+        ctx = RunContext.create(self.settings, self.llm, options.timeout_s, options.budget_name)
+        names, subs, events = await self._route_and_decompose(ctx, question, options.collections)
+        for ev in events:
             yield ev
         if ctx.unreachable is not None:
             # A refused connection will be refused again: no step of the loop can work, so
             # show the passages now instead of failing each step in turn.
-            from deepsearcher.agents.naive_rag import retrieval_only
-
-            async for event in retrieval_only(self.searcher, question, names, top_k, ctx=ctx):
-                yield event
-            return
-        web_tool = self._web_tool(web)
-
-        # 1. Decompose (already asked above).
-        seen_queries: set[str] = set()
-        if problem:
-            yield ctx.note(f"decomposition failed ({problem}); searching the question as asked")
-        pending = _dedupe(subs or [question], seen_queries)[: q.max_sub_queries]
-        all_queries: list[str] = []
-        kept: list[Hit] = []
-        retrieved: dict[str, Hit] = {}  # every chunk judged (or being judged), by id
-        fused: dict[str, float] = {}  # chunk id -> reciprocal rank fusion over all queries
-        iteration = 0
-
-        while pending and iteration < max_iter:
-            iteration += 1
-            all_queries.extend(pending)
-            yield SubQueriesEvent(queries=list(pending), iteration=iteration)
-
-            # 2. Search every pending query at once (one embedding batch, collections in parallel).
-            try:
-                results = await ctx.in_time(self.retriever.search(pending, names, top_k))
-            except BudgetExceeded as exc:
-                ctx.cut_short = exc.message
-                yield ctx.note(f"search cut short: {exc.message}")
-                break
-            if web_tool is not None:
-                web_results, web_events = await web_tool.search_many(pending, ctx)
-                for ev in web_events:
-                    yield ev
-                results = [r + w for r, w in zip(results, web_results, strict=True)]
-            fresh: list[Hit] = []
-            for query, hits in zip(pending, results, strict=True):
-                new: list[Hit] = []
-                for rank, h in enumerate(hits, start=1):
-                    fused[h.id] = fused.get(h.id, 0.0) + 1.0 / (_RRF_K + rank)
-                    if h.id not in retrieved:
-                        retrieved[h.id] = h
-                        new.append(h)
-                fresh.extend(new)
-                answer.chunks_retrieved += len(hits)
-                yield SearchEvent(query=query, hits=len(hits), new=len(new))
-
-            # 3. Judge each new chunk (concurrently, bounded by llm.max_concurrency).
-            async for ev in self._judge(ctx, question, all_queries, fresh, rerank, kept, answer):
+            async for ev in retrieval_only(
+                self.settings, self.retriever, question, names, top_k, ctx=ctx
+            ):
                 yield ev
-            if ctx.cut_short or ctx.unreachable:
+            return
+        s = _Search(
+            question, new_answer(question, "deep"), names, top_k, options.rerank or q.rerank
+        )
+        s.pending = _dedupe(subs, s.seen)[: q.max_sub_queries]
+        max_iter = options.max_iter or q.max_iter
+        while s.pending and s.iteration < max_iter and not s.stopped:
+            async for ev in self._search_round(ctx, s):
+                yield ev
+            if s.stopped:
                 break
-
-            # 4. Reflect: which evidence is still missing?
-            if iteration >= max_iter or q.max_gap_queries == 0:
+            async for ev in self._judge(ctx, s):
+                yield ev
+            if ctx.cut_short or ctx.unreachable or s.iteration >= max_iter:
                 break
-            try:
-                gaps = await ctx.ask(
-                    messages_for(
-                        prompts.REFLECT.format(
-                            max_gaps=q.max_gap_queries,
-                            question=escape_document(question),
-                            queries=escape_document(str(all_queries)),
-                            documents=_kept_digest(kept),
-                        )
-                    ),
-                    partial(parse_queries, max_items=q.max_gap_queries),
-                )
-            except BudgetExceeded as exc:
-                ctx.cut_short = exc.message
-                yield ctx.note(f"search cut short: {exc.message}")
-                break
-            except LLMError as exc:
-                if ctx.unreachable is None:  # else the answer step says it, once
-                    yield ctx.note(
-                        f"reflection failed ({exc.message}); answering with what was found"
-                    )
-                break
-            pending = _dedupe(gaps, seen_queries)[: q.max_gap_queries]
-            yield ReflectionEvent(gap_queries=list(pending), iteration=iteration)
-
-        # 5. Answer from the kept chunks only.
-        answer.iterations = iteration
-        answer.sub_queries = all_queries
-        answer.chunks_kept = len(kept)
-        passages = _answer_context(kept, fused, q.max_context_chunks)
-        unjudged = sorted(retrieved.values(), key=lambda h: h.score, reverse=True)
-        async for ev in write_answer(ctx, question, passages, answer, fallback=unjudged):
+            async for ev in self._reflect(ctx, s):
+                yield ev
+        async for ev in self._answer(ctx, s):
             yield ev
-        answer.usage = ctx.usage
-        answer.cut_short = ctx.cut_short
-        answer.notes = ctx.notes
-        answer.seconds = ctx.elapsed()
-        yield DoneEvent(answer=answer)
+
+    # -- 1. decompose (side by side with collection routing) ---------------------------------
+
+    async def _route_and_decompose(
+        self, ctx: RunContext, question: str, requested: Sequence[str] | None
+    ) -> tuple[list[str], list[str], list[Event]]:
+        """The collections to search, the first round's queries, and the events to show.
+        Routing and decomposition do not depend on each other: run side by side, a store with
+        several collections adds no round trip before the first search."""
+        decompose = asyncio.ensure_future(self._decompose(ctx, question))
+        try:
+            names, events = await resolve_collections(self.retriever, question, requested, ctx)
+            subs, problem = await decompose
+        finally:
+            decompose.cancel()  # a no-op once done; stops it when routing raised
+        if problem and ctx.unreachable is None:
+            events.append(
+                ctx.note(f"decomposition failed ({problem}); searching the question as asked")
+            )
+        return names, subs or [question], events
 
     async def _decompose(self, ctx: RunContext, question: str) -> tuple[list[str], str | None]:
         q = self.settings.query
         try:
-            subs = await ctx.ask(
+            subs = await ask(
+                ctx,
                 messages_for(
                     prompts.DECOMPOSE.format(
                         max_queries=q.max_sub_queries, question=escape_document(question)
@@ -216,107 +177,142 @@ class DeepSearchAgent:
             return [], exc.message
         return subs, None
 
-    def _web_tool(self, web: bool | None) -> Any:
-        enabled = self.settings.web_search.enabled if web is None else web
-        if not enabled:
-            return None
-        from deepsearcher.tools import WebSearchTool
+    # -- 2. search every pending query at once ----------------------------------------------
 
-        return WebSearchTool(self.searcher, self.settings.web_search)
+    async def _search_round(self, ctx: RunContext, s: _Search) -> AsyncIterator[Event]:
+        """One embedding batch, the collections in parallel, the web alongside when on. Sets
+        ``s.fresh`` to the chunks no earlier query retrieved."""
+        s.iteration += 1
+        s.queries.extend(s.pending)
+        yield SubQueriesEvent(queries=list(s.pending), iteration=s.iteration)
+        try:
+            results = await ctx.in_time(self.retriever.search(s.pending, s.collections, s.top_k))
+        except BudgetExceeded as exc:
+            ctx.cut_short = exc.message
+            s.stopped = True
+            yield ctx.note(f"search cut short: {exc.message}")
+            return
+        if self.web is not None:
+            web_results, web_events = await self.web.search_many(s.pending, ctx)
+            for ev in web_events:
+                yield ev
+            results = [r + w for r, w in zip(results, web_results, strict=True)]
+        s.fresh = []
+        for query, hits in zip(s.pending, results, strict=True):
+            new: list[Hit] = []
+            for rank, h in enumerate(hits, start=1):
+                s.fused[h.id] = s.fused.get(h.id, 0.0) + 1.0 / (_RRF_K + rank)
+                if h.id not in s.retrieved:
+                    s.retrieved[h.id] = h
+                    new.append(h)
+            s.fresh.extend(new)
+            s.answer.chunks_retrieved += len(hits)
+            yield SearchEvent(query=query, hits=len(hits), new=len(new))
 
-    async def _judge(
-        self,
-        ctx: RunContext,
-        question: str,
-        queries: list[str],
-        hits: list[Hit],
-        rerank: str,
-        kept: list[Hit],
-        answer: Any,
-    ) -> AsyncIterator[Event]:
+    # -- 3. judge each new chunk (concurrently, bounded by llm.max_concurrency) --------------
+
+    async def _judge(self, ctx: RunContext, s: _Search) -> AsyncIterator[Event]:
+        hits = s.fresh
         if not hits:
             return
-        if rerank == "none":
-            kept.extend(hits)
+        if s.rerank == "none":
+            s.kept.extend(hits)
             for h in hits:
                 yield VerdictEvent(chunk_id=h.id, source=h.source, kept=True)
             return
-        if rerank == "llm-batch":
+        queries = list(s.queries)
+        if s.rerank == "llm-batch":
             size = self.settings.query.rerank_batch_size
             groups = [hits[i : i + size] for i in range(0, len(hits), size)]
             tasks = [
-                asyncio.ensure_future(self._judge_batch(ctx, question, queries, g)) for g in groups
+                asyncio.ensure_future(judge_batch(ctx, s.question, queries, g)) for g in groups
             ]
         else:
-            tasks = [
-                asyncio.ensure_future(self._judge_one(ctx, question, queries, h)) for h in hits
-            ]
-        failures: list[str] = []
+            tasks = [asyncio.ensure_future(judge_one(ctx, s.question, queries, h)) for h in hits]
+        failed: list[Verdict] = []
         try:
             timeout = max(ctx.search_remaining_s(), 0.001)
             for next_done in asyncio.as_completed(tasks, timeout=timeout):
-                verdicts = await next_done
-                for hit, verdict, problem in verdicts:
-                    if verdict:
-                        kept.append(hit)
+                for verdict in await next_done:
+                    if verdict.relevant:
+                        s.kept.append(verdict.hit)
                     else:
-                        answer.chunks_dropped += 1
-                    if problem:
-                        failures.append(problem)
-                    yield VerdictEvent(chunk_id=hit.id, source=hit.source, kept=bool(verdict))
+                        s.answer.chunks_dropped += 1
+                    if verdict.reason:
+                        failed.append(verdict)
+                    yield VerdictEvent(
+                        chunk_id=verdict.hit.id,
+                        source=verdict.hit.source,
+                        kept=bool(verdict.relevant),
+                    )
         except (asyncio.TimeoutError, TimeoutError):
             ctx.cut_short = ctx.time_reason()
             yield ctx.note(f"search cut short: {ctx.cut_short}")
         finally:
             for t in tasks:
                 t.cancel()
-        budget = [p for p in failures if p.startswith("budget:")]
-        other = [p for p in failures if not p.startswith("budget:")]
-        if budget:
-            ctx.cut_short = ctx.cut_short or budget[0].removeprefix("budget: ")
+        unjudged = [v for v in failed if v.out_of_budget]
+        unusable = [v for v in failed if not v.out_of_budget]
+        if unjudged:
+            ctx.cut_short = ctx.cut_short or unjudged[0].reason
             yield ctx.note(
-                f"search cut short: {ctx.cut_short} ({len(budget)} chunk(s) left unjudged)"
+                f"search cut short: {ctx.cut_short} ({len(unjudged)} chunk(s) left unjudged)"
             )
-        if other and ctx.unreachable is None:
-            yield ctx.note(f"{len(other)} chunk(s) dropped: verdict failed ({other[0]})")
+        if unusable and ctx.unreachable is None:
+            yield ctx.note(
+                f"{len(unusable)} chunk(s) dropped: verdict failed ({unusable[0].reason})"
+            )
 
-    async def _judge_one(
-        self, ctx: RunContext, question: str, queries: list[str], hit: Hit
-    ) -> list[tuple[Hit, bool | None, str | None]]:
-        prompt = prompts.JUDGE.format(
-            question=escape_document(question),
-            queries=escape_document(str(queries)),
-            document=render_document(hit),
-        )
-        try:
-            return [(hit, await ctx.ask(messages_for(prompt), parse_yes_no), None)]
-        except BudgetExceeded as exc:
-            return [(hit, None, f"budget: {exc.message}")]
-        except LLMError as exc:
-            return [(hit, None, exc.message)]
+    # -- 4. reflect: which evidence is still missing? ----------------------------------------
 
-    async def _judge_batch(
-        self, ctx: RunContext, question: str, queries: list[str], hits: list[Hit]
-    ) -> list[tuple[Hit, bool | None, str | None]]:
-        docs = "\n\n".join(render_document(h, i) for i, h in enumerate(hits, start=1))
-        prompt = prompts.JUDGE_BATCH.format(
-            question=escape_document(question),
-            queries=escape_document(str(queries)),
-            documents=docs,
-            count=len(hits),
-        )
+    async def _reflect(self, ctx: RunContext, s: _Search) -> AsyncIterator[Event]:
+        """Sets ``s.pending`` to the gap queries, or stops the loop."""
+        max_gaps = self.settings.query.max_gap_queries
+        if max_gaps == 0:
+            s.stopped = True
+            return
         try:
-            verdicts = await ctx.ask(
-                messages_for(prompt), partial(parse_yes_no_list, count=len(hits))
+            gaps = await ask(
+                ctx,
+                messages_for(
+                    prompts.REFLECT.format(
+                        max_gaps=max_gaps,
+                        question=escape_document(s.question),
+                        queries=escape_document(str(s.queries)),
+                        documents=_kept_digest(s.kept),
+                    )
+                ),
+                partial(parse_queries, max_items=max_gaps),
             )
         except BudgetExceeded as exc:
-            return [(h, None, f"budget: {exc.message}") for h in hits]
+            ctx.cut_short = exc.message
+            s.stopped = True
+            yield ctx.note(f"search cut short: {exc.message}")
+            return
         except LLMError as exc:
-            return [(h, None, exc.message) for h in hits]
-        return [
-            (h, v, None if v is not None else "no verdict for this passage")
-            for h, v in zip(hits, verdicts, strict=True)
-        ]
+            s.stopped = True
+            if ctx.unreachable is None:  # else the answer step says it, once
+                yield ctx.note(f"reflection failed ({exc.message}); answering with what was found")
+            return
+        s.pending = _dedupe(gaps, s.seen)[:max_gaps]
+        yield ReflectionEvent(gap_queries=list(s.pending), iteration=s.iteration)
+
+    # -- 5. answer from the kept chunks only -------------------------------------------------
+
+    async def _answer(self, ctx: RunContext, s: _Search) -> AsyncIterator[Event]:
+        answer = s.answer
+        answer.iterations = s.iteration
+        answer.sub_queries = s.queries
+        answer.chunks_kept = len(s.kept)
+        passages = _answer_context(s.kept, s.fused, self.settings.query.max_context_chunks)
+        unjudged = sorted(s.retrieved.values(), key=lambda h: h.score, reverse=True)
+        async for ev in write_answer(ctx, s.question, passages, answer, fallback=unjudged):
+            yield ev
+        answer.usage = ctx.usage
+        answer.cut_short = ctx.cut_short
+        answer.notes = ctx.notes
+        answer.seconds = ctx.elapsed()
+        yield DoneEvent(answer=answer)
 
 
 def _answer_context(kept: Sequence[Hit], fused: Mapping[str, float], limit: int) -> list[Hit]:

@@ -4,21 +4,21 @@ LLM is configured."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING
 
 from deepsearcher.agents.base import (
-    Retriever,
-    RunContext,
     fallback_answer,
     hit_to_source,
     new_answer,
+    resolve_collections,
     write_answer,
 )
+from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded
+from deepsearcher.llm import ChatModel
+from deepsearcher.options import QueryOptions
+from deepsearcher.retrieval import Retriever
+from deepsearcher.run_context import RunContext
 from deepsearcher.types import DoneEvent, Event, SearchEvent, SubQueriesEvent
-
-if TYPE_CHECKING:
-    from deepsearcher.searcher import DeepSearcher
 
 NO_LLM_NOTE = (
     "no LLM configured: showing the best passages only; set OPENAI_API_KEY (or llm.api_key_env) "
@@ -27,7 +27,8 @@ NO_LLM_NOTE = (
 
 
 async def retrieval_only(
-    searcher: DeepSearcher,
+    settings: Settings,
+    retriever: Retriever,
     question: str,
     collections: Sequence[str] | None,
     top_k: int,
@@ -36,9 +37,8 @@ async def retrieval_only(
 ) -> AsyncIterator[Event]:
     """The best passages without an LLM: none is configured, or (``ctx.unreachable``) the
     configured one refused the connection earlier in this run."""
-    ctx = ctx or RunContext.create(searcher.settings, None)
-    retriever = Retriever(searcher)
-    names, _ = await retriever.resolve_collections(question, collections, ctx)
+    ctx = ctx or RunContext.create(settings, None)
+    names, _ = await resolve_collections(retriever, question, collections, ctx)
     if ctx.unreachable is not None:
         yield ctx.unreachable_note()
         reason = "the LLM could not be reached"
@@ -59,33 +59,28 @@ async def retrieval_only(
 
 
 class NaiveRAGAgent:
-    """Search the question once, answer from the top-k: what deep search is measured against."""
+    """Search the question once, answer from the top-k: what deep search is measured against.
+    The deep loop's options (``max_iter``, ``rerank``, ``web``) have no effect here."""
 
     name = "naive"
 
-    def __init__(self, searcher: DeepSearcher) -> None:
-        self.searcher = searcher
-        self.retriever = Retriever(searcher)
+    def __init__(self, settings: Settings, llm: ChatModel | None, retriever: Retriever) -> None:
+        self.settings = settings
+        self.llm = llm
+        self.retriever = retriever
 
-    async def run(
-        self,
-        question: str,
-        *,
-        collections: Sequence[str] | None = None,
-        top_k: int | None = None,
-        timeout_s: float | None = None,
-        budget_name: str | None = None,
-        **_ignored: object,  # deep-only options (max_iter, rerank, web) do not apply here
-    ) -> AsyncIterator[Event]:
-        settings = self.searcher.settings
-        top_k = top_k or settings.query.top_k
-        llm = self.searcher.llm
-        if llm is None:
-            async for event in retrieval_only(self.searcher, question, collections, top_k):
+    async def run(self, question: str, options: QueryOptions) -> AsyncIterator[Event]:
+        settings = self.settings
+        top_k = options.top_k or settings.query.top_k
+        collections = options.collections
+        if self.llm is None:
+            async for event in retrieval_only(
+                settings, self.retriever, question, collections, top_k
+            ):
                 yield event
             return
-        ctx = RunContext.create(settings, llm, timeout_s, budget_name)
-        names, events = await self.retriever.resolve_collections(question, collections, ctx)
+        ctx = RunContext.create(settings, self.llm, options.timeout_s, options.budget_name)
+        names, events = await resolve_collections(self.retriever, question, collections, ctx)
         for ev in events:
             yield ev
         yield SubQueriesEvent(queries=[question], iteration=1)

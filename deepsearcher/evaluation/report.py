@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from deepsearcher.errors import DeepSearcherError
 from deepsearcher.evaluation.metrics import RECALL_METRICS
 from deepsearcher.evaluation.runner import EvalResult
 
@@ -154,7 +155,14 @@ def write_outputs(result: EvalResult, out_dir: Path, markdown: str) -> dict[str,
 
 def _figure() -> Any:
     # Figure without pyplot: no global backend or state, safe in threads and servers (Agg).
-    from matplotlib.figure import Figure
+    # Lazy: matplotlib is the optional `eval` extra, needed only for the plots.
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise DeepSearcherError(
+            "the eval plots need matplotlib, which is not installed",
+            "pip install 'deepsearcher[eval]' (the tables and JSON files are already written)",
+        ) from exc
 
     return Figure(figsize=(6.4, 4.2), dpi=100, layout="constrained")
 

@@ -1,6 +1,6 @@
 """The eval run: load the corpus (incrementally), run every question through the agents (or
 through dense and hybrid search alone), and score each one against its gold documents and
-answers. Printing and file output live in ``cli_eval`` and ``report``."""
+answers. Printing and file output live in ``deepsearcher.cli.eval`` and ``report``."""
 
 from __future__ import annotations
 
@@ -28,8 +28,9 @@ from deepsearcher.evaluation.metrics import (
 )
 from deepsearcher.evaluation.questions import EvalQuestion, load_questions, unmatched_gold
 from deepsearcher.ingest import ProgressCallback, require_loaded
+from deepsearcher.options import QueryOptions
 from deepsearcher.searcher import DeepSearcher
-from deepsearcher.types import LoadReport, Usage
+from deepsearcher.types import Answer, LoadReport, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ async def run_eval(
             f"{report.files_failed} corpus file(s) failed to load; their questions lose recall"
         )
     root = opts.corpus.resolve()
-    records = await asyncio.to_thread(ds.store.file_records, collection)
+    records = await asyncio.to_thread(ds.store.manifest.file_records, collection)
     missing = unmatched_gold(questions, records, root)
     if missing:
         notes.append(
@@ -286,12 +287,9 @@ async def _run_agent(
             if agent == "naive":
                 # The naive agent's "kept chunks" are its top-k search hits; it does not emit
                 # them, so search again: same query, same settings, same (deterministic) hits.
-                from deepsearcher.agents.base import Retriever
-
+                retriever = await asyncio.to_thread(lambda: ds.retriever)
                 top_k = ds.settings.query.top_k
-                kept = [
-                    h.source for h in (await Retriever(ds).search([query], [collection], top_k))[0]
-                ]
+                kept = [h.source for h in (await retriever.search([query], [collection], top_k))[0]]
             sources = [s.source for s in answer.sources if s.kind == "doc"] + kept
             usage = answer.usage
             usage.add(extra)
@@ -325,18 +323,16 @@ async def _run_agent(
 
 async def _ask(
     ds: DeepSearcher, question: str, agent: str, max_iter: int | None, collection: str
-) -> tuple[Any, list[str]]:
+) -> tuple[Answer, list[str]]:
     """Run one agent; return its Answer and the sources of the chunks it kept, in order."""
-    answer = None
+    answer: Answer | None = None
     kept: list[str] = []
-    options: dict[str, Any] = {"agent": agent, "collections": [collection]}
-    if max_iter is not None:
-        options["max_iter"] = max_iter
-    async for event in ds.astream(question, **options):
-        if event.type == "verdict" and getattr(event, "kept", False):
-            kept.append(event.source)  # type: ignore[attr-defined]
+    options = QueryOptions(agent=agent, collections=[collection], max_iter=max_iter)
+    async for event in ds.astream(question, options):
+        if event.type == "verdict" and event.kept:
+            kept.append(event.source)
         elif event.type == "done":
-            answer = event.answer  # type: ignore[attr-defined]
+            answer = event.answer
     assert answer is not None, "agent ended without a done event"
     return answer, kept
 
@@ -345,8 +341,10 @@ async def _standalone_question(ds: DeepSearcher, q: EvalQuestion, usage: Usage) 
     """Rewrite a follow-up into a standalone question with one LLM call (counted in usage)."""
     from deepsearcher.agents.followup import rewrite_followup
 
+    llm = ds.llm
+    assert llm is not None, "agents run only with an LLM; retrieval-only runs skip this"
     question, note = await rewrite_followup(
-        ds.llm, q.question, [("user", t) for t in q.history], usage
+        llm, q.question, [("user", t) for t in q.history], usage
     )
     if note:
         logger.warning("question %s: %s", q.id, note)

@@ -7,10 +7,12 @@ from deepsearcher.tools.web import (
     DuckDuckGoWebSearch,
     SearxngWebSearch,
     TavilyWebSearch,
+    UnavailableWebSearch,
     WebResult,
     WebSearch,
     WebSearchTool,
     build_web_search,
+    build_web_search_or_unavailable,
 )
 
 __all__ = [
@@ -20,8 +22,10 @@ __all__ = [
     "PageFetcher",
     "SearxngWebSearch",
     "TavilyWebSearch",
+    "UnavailableWebSearch",
     "WebResult",
     "WebSearch",
     "WebSearchTool",
     "build_web_search",
+    "build_web_search_or_unavailable",
 ]

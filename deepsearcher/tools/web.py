@@ -13,13 +13,14 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urldefrag
 
 import httpx
 
 from deepsearcher.config import WebSearchSettings
 from deepsearcher.errors import WebSearchError
+from deepsearcher.run_context import RunContext
 from deepsearcher.tools.fetch import (
     FetchRefused,
     PageFetcher,
@@ -27,9 +28,6 @@ from deepsearcher.tools.fetch import (
     trafilatura_available,
 )
 from deepsearcher.types import Event, Hit
-
-if TYPE_CHECKING:
-    from deepsearcher.agents.base import RunContext
 
 logger = logging.getLogger(__name__)
 
@@ -226,6 +224,25 @@ def build_web_search(settings: WebSearchSettings) -> WebSearch:
     return factory(settings)
 
 
+class UnavailableWebSearch:
+    """A provider that could not be built (no API key, no base_url): every search raises the
+    error that stopped it, so a question with web search on says why in a note instead of
+    failing."""
+
+    def __init__(self, error: WebSearchError) -> None:
+        self.error = error
+
+    async def search(self, query: str, max_results: int) -> list[WebResult]:
+        raise self.error
+
+
+def build_web_search_or_unavailable(settings: WebSearchSettings) -> WebSearch:
+    try:
+        return build_web_search(settings)
+    except WebSearchError as exc:
+        return UnavailableWebSearch(exc)
+
+
 # ---------------------------------------------------------------------------------------------
 # The tool used by the deep-search loop
 # ---------------------------------------------------------------------------------------------
@@ -242,16 +259,10 @@ def web_hit_id(url: str) -> str:
 class WebSearchTool:
     """Send the loop's queries to the web provider and turn the results into web ``Hit``s."""
 
-    def __init__(self, searcher: Any, settings: WebSearchSettings) -> None:
-        self.searcher = searcher
+    def __init__(self, provider: WebSearch, settings: WebSearchSettings) -> None:
+        self.provider = provider
         self.settings = settings
         self.fetcher = PageFetcher(settings)
-
-    def _provider(self) -> WebSearch:
-        # An injected provider (DeepSearcher(web_search=...)) or the configured one; when web
-        # search is off in config but on for this question, the searcher has none: build it.
-        provider = getattr(self.searcher, "web_search", None)
-        return provider if provider is not None else build_web_search(self.settings)
 
     async def search_many(
         self, queries: Sequence[str], ctx: RunContext
@@ -273,14 +284,10 @@ class WebSearchTool:
     async def _search_many(
         self, queries: Sequence[str], ctx: RunContext, events: list[Event]
     ) -> list[list[Hit]]:
-        empty: list[list[Hit]] = [[] for _ in queries]
-        try:
-            provider = self._provider()
-        except WebSearchError as exc:
-            self._note_unavailable(ctx, exc, events)
-            return empty
-
-        outcomes = await asyncio.gather(*(self._search_one(provider, q) for q in queries))
+        if isinstance(self.provider, UnavailableWebSearch):  # one note, no failure per query
+            self._note_unavailable(ctx, self.provider.error, events)
+            return [[] for _ in queries]
+        outcomes = await asyncio.gather(*(self._search_one(self.provider, q) for q in queries))
         failures = [o for o in outcomes if isinstance(o, WebSearchError)]
         if failures:
             self._note_unavailable(ctx, failures[0], events)

@@ -8,17 +8,16 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
-import json
 import math
 import time
 from collections import deque
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deepsearcher.errors import ConfigError
+from deepsearcher.server.errors import RequestError, send_error
 
 API_KEYS_ENV = "DEEPSEARCHER_API_KEYS"
 OPEN_PATHS = frozenset({"/healthz"})
@@ -50,41 +49,19 @@ def check_bind(host: str, api_keys: Sequence[str], *, insecure: bool) -> None:
     )
 
 
-def error_body(
-    message: str, type_: str, code: str | None = None, hint: str | None = None
-) -> dict[str, Any]:
-    """The OpenAI error shape; ``hint`` is our extra field saying what to change."""
-    err: dict[str, Any] = {"message": message, "type": type_, "code": code}
-    if hint:
-        err["hint"] = hint
-    return {"error": err}
-
-
-async def send_error(
-    send: Send,
-    status: int,
-    body: dict[str, Any],
-    headers: Sequence[tuple[bytes, bytes]] = (),
-) -> None:
-    data = json.dumps(body).encode()
-    raw = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(data)).encode()),
-        *headers,
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": data})
-
-
 class APIKeyMiddleware:
-    """Every request but ``/healthz`` (and CORS preflights) needs ``Authorization: Bearer <key>``."""
+    """Every request but ``/healthz``, ``open_paths`` and CORS preflights needs
+    ``Authorization: Bearer <key>``."""
 
-    def __init__(self, app: ASGIApp, api_keys: Sequence[str]) -> None:
+    def __init__(
+        self, app: ASGIApp, api_keys: Sequence[str], open_paths: Iterable[str] = ()
+    ) -> None:
         self.app = app
         self._keys = [k.encode() for k in api_keys]
+        self._open = OPEN_PATHS | frozenset(open_paths)  # e.g. the chat page, which holds no data
 
     def _allowed(self, scope: Scope) -> bool:
-        if scope["path"] in OPEN_PATHS or scope.get("method") == "OPTIONS":
+        if scope["path"] in self._open or scope.get("method") == "OPTIONS":
             return True
         header = dict(scope["headers"]).get(b"authorization", b"")
         scheme, _, token = header.partition(b" ")
@@ -98,13 +75,15 @@ class APIKeyMiddleware:
         if scope["type"] != "http" or self._allowed(scope):
             await self.app(scope, receive, send)
             return
-        body = error_body(
+        refusal = RequestError(
+            401,
             "missing or invalid API key",
-            "authentication_error",
-            "invalid_api_key",
-            f"send 'Authorization: Bearer <key>' with one of the keys in {API_KEYS_ENV}",
+            type_="authentication_error",
+            code="invalid_api_key",
+            hint=f"send 'Authorization: Bearer <key>' with one of the keys in {API_KEYS_ENV}",
+            headers={"WWW-Authenticate": "Bearer"},
         )
-        await send_error(send, 401, body, [(b"www-authenticate", b"Bearer")])
+        await send_error(send, refusal)
 
 
 def _host_name(host_header: str) -> str:
@@ -148,27 +127,29 @@ class BrowserGuardMiddleware:
         self.allowed_origins = {o.strip().rstrip("/").lower() for o in allowed_origins}
         self.multipart_paths = frozenset(multipart_paths)
 
-    def _refusal(self, scope: Scope) -> tuple[int, dict[str, Any]] | None:
+    def _refusal(self, scope: Scope) -> RequestError | None:
         headers = dict(scope["headers"])
         if self.check_origin and scope["path"] not in OPEN_PATHS:
             host = headers.get(b"host", b"").decode("latin-1")
             if "*" not in self.allowed_hosts and not (
                 is_loopback_name(_host_name(host)) or _host_name(host) in self.allowed_hosts
             ):
-                return 403, error_body(
+                return RequestError(
+                    403,
                     "request refused: the Host header is not a name of this server",
-                    "permission_error",
-                    "host_not_allowed",
-                    "call the server as localhost or 127.0.0.1, or add the name clients use "
+                    type_="permission_error",
+                    code="host_not_allowed",
+                    hint="call the server as localhost or 127.0.0.1, or add the name clients use "
                     "to server.allowed_hosts (or set DEEPSEARCHER_API_KEYS)",
                 )
             origin = headers.get(b"origin")
             if origin is not None and not self._origin_allowed(origin.decode("latin-1"), host):
-                return 403, error_body(
+                return RequestError(
+                    403,
                     "request refused: cross-origin browser requests are not allowed",
-                    "permission_error",
-                    "origin_not_allowed",
-                    "add the web page's origin (scheme://host:port) to server.cors_origins, "
+                    type_="permission_error",
+                    code="origin_not_allowed",
+                    hint="add the web page's origin (scheme://host:port) to server.cors_origins, "
                     "or call the server from outside a browser",
                 )
         if scope.get("method") in ("POST", "PUT", "PATCH"):
@@ -177,11 +158,11 @@ class BrowserGuardMiddleware:
             multipart = scope["path"] in self.multipart_paths
             if media != "application/json" and not (multipart and media == "multipart/form-data"):
                 shown = media or "none"
-                return 415, error_body(
+                return RequestError(
+                    415,
                     f"unsupported Content-Type: {shown[:100]}",
-                    "invalid_request_error",
-                    "unsupported_media_type",
-                    "send the body as JSON with 'Content-Type: application/json'"
+                    code="unsupported_media_type",
+                    hint="send the body as JSON with 'Content-Type: application/json'"
                     + (" (or files as multipart/form-data)" if multipart else ""),
                 )
         return None
@@ -196,7 +177,7 @@ class BrowserGuardMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and (refusal := self._refusal(scope)) is not None:
-            await send_error(send, *refusal)
+            await send_error(send, refusal)
             return
         await self.app(scope, receive, send)
 
@@ -214,13 +195,13 @@ class BodyLimitMiddleware:
 
     async def _reject(self, send: Send) -> None:
         mb = self.max_bytes / 1_000_000
-        body = error_body(
+        too_large = RequestError(
+            413,
             f"request body is larger than {mb:g} MB",
-            "invalid_request_error",
-            "request_too_large",
-            "send smaller files, or raise server.max_request_mb",
+            code="request_too_large",
+            hint="send smaller files, or raise server.max_request_mb",
         )
-        await send_error(send, 413, body)
+        await send_error(send, too_large)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

@@ -3,8 +3,9 @@ a small REST surface for queries, loads and health.
 
 ``create_app`` builds the FastAPI app around a ``DeepSearcher``; ``run_server`` serves it with
 uvicorn. The server process owns the Milvus Lite database, so loads run here too. Wire formats
-live in ``server_openai``; keys, browser checks, body limit and the search queue in
-``server_guard``; what clients may see of paths and internal addresses in ``server_public``.
+live in ``openai_api``; the error shape in ``errors``; keys, browser checks, body limit and the
+search queue in ``guard``; streaming in ``stream``; what clients may see of paths and internal
+addresses in ``public``.
 """
 
 from __future__ import annotations
@@ -14,22 +15,24 @@ import logging
 import math
 import os
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
+from mcp.server.mcpserver import MCPServer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
-from starlette.types import Receive, Scope, Send
 
 from deepsearcher import errors
 from deepsearcher.agents.followup import rewrite_followup
-from deepsearcher.config import Settings
+from deepsearcher.config import ServerSettings, Settings
+from deepsearcher.options import QueryOptions
 from deepsearcher.searcher import DeepSearcher
-from deepsearcher.server_guard import (
+from deepsearcher.server.errors import RequestError, error_response, search_timeout
+from deepsearcher.server.guard import (
     API_KEYS_ENV,
     APIKeyMiddleware,
     BodyLimitMiddleware,
@@ -39,25 +42,26 @@ from deepsearcher.server_guard import (
     check_bind,
     parse_api_keys,
 )
-from deepsearcher.server_load import HTTPLoads, default_upload_dir
-from deepsearcher.server_openai import (
+from deepsearcher.server.load import HTTPLoads, default_upload_dir
+from deepsearcher.server.mcp import build_mcp, http_routes
+from deepsearcher.server.openai_api import (
     DEFAULT_MODEL,
     ChatMessage,
     ChatRequest,
     ChunkWriter,
     LoadRequest,
     QueryRequest,
-    RequestError,
     answer_details,
     chat_completion,
     check_question,
-    error_response,
     history_turns,
     parse_body,
     sources_markdown,
     sse,
 )
-from deepsearcher.server_public import PublicView, common_root
+from deepsearcher.server.page import PAGE_PATHS, page_routes
+from deepsearcher.server.public import PublicView, common_root
+from deepsearcher.server.stream import EventPump, EventStreamResponse
 from deepsearcher.store import validate_collection_name
 from deepsearcher.types import (
     Answer,
@@ -69,67 +73,6 @@ from deepsearcher.types import (
 )
 
 logger = logging.getLogger(__name__)
-
-
-def _timeout_error(seconds: float) -> RequestError:
-    return RequestError(
-        504,
-        f"the search did not finish within {seconds:g}s",
-        type_="server_error",
-        code="timeout",
-        hint="raise server.request_timeout_s, or ask with a smaller max_iter/top_k",
-    )
-
-
-class _EventPump:
-    """Runs a search in its own task and hands its events over a queue, so the stream can wait
-    with a deadline and be cancelled without running the generator across tasks."""
-
-    _END = object()
-
-    def __init__(self, events: AsyncIterator[Event]) -> None:
-        self._queue: asyncio.Queue[Any] = asyncio.Queue()
-        self._task = asyncio.create_task(self._run(events))
-
-    async def _run(self, events: AsyncIterator[Event]) -> None:
-        try:
-            async for event in events:
-                self._queue.put_nowait(event)
-        except Exception as exc:  # handed to the consumer, which maps it to an error frame
-            self._queue.put_nowait(exc)
-        else:
-            self._queue.put_nowait(self._END)
-
-    async def next(self, deadline: float, timeout_s: float) -> Event | None:
-        remaining = deadline - asyncio.get_running_loop().time()
-        try:
-            item = await asyncio.wait_for(self._queue.get(), max(remaining, 0.001))
-        except TimeoutError:
-            raise _timeout_error(timeout_s) from None
-        if item is self._END:
-            return None
-        if isinstance(item, Exception):
-            raise item
-        return item
-
-    def close(self) -> None:
-        self._task.cancel()
-
-
-class _EventStreamResponse(StreamingResponse):
-    """SSE whose cleanup (search slot, search task) runs however the stream ends."""
-
-    media_type = "text/event-stream"
-
-    def __init__(self, content: AsyncIterator[str], on_close: Callable[[], None]) -> None:
-        super().__init__(content, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-        self._on_close = on_close
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._on_close()
 
 
 class _Service:
@@ -171,7 +114,7 @@ class _Service:
         self.loads.loaded.clear()
         store = self.searcher.store
         for name in {s.collection for s in answer.sources if s.kind == "doc"} - set(self._roots):
-            records = await asyncio.to_thread(store.file_records, name)
+            records = await asyncio.to_thread(store.manifest.file_records, name)
             self._roots[name] = common_root(records)
         return self.view.answer(answer)
 
@@ -226,7 +169,8 @@ class _Service:
             if note:
                 notes.append(note)
             yield NoteEvent(message=note or f"standalone question: {question}")
-        async for event in self.searcher.astream(question, **self.search_options(options)):
+        search = QueryOptions.from_mapping(self.search_options(options))
+        async for event in self.searcher.astream(question, search):
             if isinstance(event, DoneEvent) and event.answer is not None:
                 event.answer.usage.add(usage)
                 event.answer.notes[:0] = notes
@@ -241,7 +185,7 @@ class _Service:
                 self._collect(question, history, options), self.server.request_timeout_s
             )
         except TimeoutError:
-            raise _timeout_error(self.server.request_timeout_s) from None
+            raise search_timeout(self.server.request_timeout_s) from None
         finally:
             slot.release()
         return await self.public_answer(answer)
@@ -283,21 +227,21 @@ class _Service:
         slot = await self.acquire()
         timeout = self.server.request_timeout_s
         deadline = asyncio.get_running_loop().time() + timeout
-        pump = _EventPump(self.events(question, history, options))
+        pump = EventPump(self.events(question, history, options))
 
         def close() -> None:
             pump.close()
             slot.release()
 
         try:  # failures before the first event still get a real HTTP status
-            first = await pump.next(deadline, timeout)
+            first = await pump.next_within(deadline, timeout)
         except BaseException:
             close()
             raise
-        return _EventStreamResponse(self._chunks(req, first, pump, deadline), close)
+        return EventStreamResponse(self._chunks(req, first, pump, deadline), close)
 
     async def _chunks(
-        self, req: ChatRequest, event: Event | None, pump: _EventPump, deadline: float
+        self, req: ChatRequest, event: Event | None, pump: EventPump, deadline: float
     ) -> AsyncIterator[str]:
         out = ChunkWriter(req.model)
         yield out.frame({"role": "assistant", "content": ""})
@@ -333,7 +277,7 @@ class _Service:
                         bool(told) and isinstance(event, NoteEvent)
                     )
                     yield out.frame({}, deepsearcher_event=event.to_dict())
-                event = await pump.next(deadline, self.server.request_timeout_s)
+                event = await pump.next_within(deadline, self.server.request_timeout_s)
             raise errors.DeepSearcherError("the search ended without an answer")
         except (RequestError, errors.DeepSearcherError) as exc:
             # Headers are gone: the OpenAI clients raise on an error object in the stream.
@@ -390,15 +334,49 @@ def create_app(
     )
     svc = _Service(searcher, settings, loads)
 
+    # The MCP server (streamable HTTP at /mcp) shares the loads, the search slots and budget,
+    # and what clients may see; the middleware below (API keys, browser checks, body limit) covers it like every route.
+    mcp = build_mcp(
+        searcher,
+        settings,
+        loads=loads,
+        view=svc.view,
+        slots=svc.slots,
+        search_options=svc.search_options,
+    )
+    app = FastAPI(
+        title="DeepSearcher", lifespan=_lifespan(searcher, mcp), docs_url=None, redoc_url=None
+    )
+    app.state.service = svc
+    app.router.routes.extend(http_routes(mcp))
+    _answer_errors(app, svc.view.text)
+    _add_middleware(app, settings.server, api_keys)
+    app.include_router(_search_routes(svc))
+    app.include_router(_load_routes(svc))
+    app.include_router(_health_routes(svc))
+    app.include_router(page_routes(settings.server, keys_required=bool(api_keys)))
+    return app
+
+
+def _lifespan(
+    searcher: DeepSearcher, mcp: MCPServer
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: the MCP sessions run with the app; the LLM client is closed on
+    shutdown, inside the server's loop."""
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
+        async with mcp.session_manager.run():
+            yield
         llm = searcher.llm
         if llm is not None and hasattr(llm, "aclose"):
             await llm.aclose()  # the HTTP client belongs to this event loop
 
-    app = FastAPI(title="DeepSearcher", lifespan=lifespan, docs_url=None, redoc_url=None)
-    app.state.service = svc
+    return lifespan
+
+
+def _answer_errors(app: FastAPI, public: Callable[[str], str]) -> None:
+    """Every error in the OpenAI shape, with ``public`` hiding the server's internals."""
     # Known errors are answered by the exception middleware; only bugs reach Exception (500).
     handled = (
         RequestError,
@@ -407,36 +385,42 @@ def create_app(
         RequestValidationError,
     )
     for exc_type in (*handled, Exception):
-        app.add_exception_handler(exc_type, lambda _req, exc: error_response(exc, svc.view.text))
+        app.add_exception_handler(exc_type, lambda _req, exc: error_response(exc, public))
 
+
+def _add_middleware(app: FastAPI, server: ServerSettings, api_keys: list[str] | None) -> None:
     # Added innermost first: CORS must see preflights and decorate 401s, so it goes outside.
-    app.add_middleware(
-        BodyLimitMiddleware, max_bytes=int(settings.server.max_request_mb * 1_000_000)
-    )
+    app.add_middleware(BodyLimitMiddleware, max_bytes=int(server.max_request_mb * 1_000_000))
     if api_keys:
-        app.add_middleware(APIKeyMiddleware, api_keys=api_keys)
-    if settings.server.cors_origins:
+        # The page and its assets hold no data: the browser loads them before the key is typed.
+        app.add_middleware(APIKeyMiddleware, api_keys=api_keys, open_paths=PAGE_PATHS)
+    if server.cors_origins:
         app.add_middleware(
             CORSMiddleware,
-            allow_origins=settings.server.cors_origins,
+            allow_origins=server.cors_origins,
             allow_methods=["GET", "POST", "OPTIONS"],
             allow_headers=["Authorization", "Content-Type"],
         )
     # Outermost: a page the user opens is refused before anything else looks at its request.
-    bind = settings.server.host
+    bind = server.host
     own = [] if bind in ("", "0.0.0.0", "::") else [bind.strip("[]")]
     app.add_middleware(
         BrowserGuardMiddleware,
         check_origin=not api_keys,
-        allowed_hosts=[*settings.server.allowed_hosts, *own],
-        allowed_origins=settings.server.cors_origins,
+        allowed_hosts=[*server.allowed_hosts, *own],
+        allowed_origins=server.cors_origins,
         multipart_paths=["/v1/load"],
     )
 
-    @app.post("/v1/chat/completions")
+
+def _search_routes(svc: _Service) -> APIRouter:
+    """OpenAI-compatible chat and models, and our own ``/v1/query``."""
+    router = APIRouter()
+
+    @router.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
         req: ChatRequest = parse_body(await request.body(), ChatRequest)
-        question, history = req.question_and_history(settings.server.max_question_chars)
+        question, history = req.question_and_history(svc.server.max_question_chars)
         options = req.options()
         if req.model and req.model != DEFAULT_MODEL:
             await svc.check_collections([req.model])
@@ -448,9 +432,9 @@ def create_app(
             return Response(status_code=499)  # nobody is listening; uvicorn drops it
         return JSONResponse(chat_completion(answer, req.model))
 
-    @app.get("/v1/models")
+    @router.get("/v1/models")
     async def models() -> dict[str, Any]:
-        infos = await asyncio.to_thread(searcher.collections)
+        infos = await asyncio.to_thread(svc.searcher.collections)
         data = [_model(DEFAULT_MODEL, "searches every collection")]
         for info in infos:
             if info.name != DEFAULT_MODEL:
@@ -460,10 +444,10 @@ def create_app(
                 )
         return {"object": "list", "data": data}
 
-    @app.post("/v1/query")
+    @router.post("/v1/query")
     async def query(request: Request) -> Response:
         req: QueryRequest = parse_body(await request.body(), QueryRequest)
-        check_question(req.question, settings.server.max_question_chars)
+        check_question(req.question, svc.server.max_question_chars)
         options = req.options()
         if req.collections:
             await svc.check_collections(req.collections)
@@ -473,24 +457,36 @@ def create_app(
             return Response(status_code=499)
         return JSONResponse(answer.to_dict())
 
-    @app.post("/v1/load")
+    return router
+
+
+def _load_routes(svc: _Service) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/v1/load")
     async def load(request: Request) -> dict[str, Any]:
         if request.headers.get("content-type", "").startswith("multipart/form-data"):
-            report = await loads.load_uploads(request)
+            report = await svc.loads.load_uploads(request)
         else:
-            report = await loads.load_paths(parse_body(await request.body(), LoadRequest))
+            report = await svc.loads.load_paths(parse_body(await request.body(), LoadRequest))
         return svc.view.report(report).to_dict()
 
-    @app.get("/healthz")
+    return router
+
+
+def _health_routes(svc: _Service) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz")
+    @router.get("/readyz")
     async def readyz() -> JSONResponse:
         status, body = await svc.readiness()
         return JSONResponse(body, status)
 
-    return app
+    return router
 
 
 async def _disconnected(request: Request) -> None:

@@ -1,24 +1,26 @@
-"""Command line: the only module that prints. Everything else logs or emits events."""
+"""The typer app and its commands: load, query, collections, serve, mcp, config (eval is in
+``eval``). The cli package is the only one that prints; everything else logs or emits events."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
-import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from deepsearcher.cli_options import ConfigOpt, JsonOpt, VerboseOpt
-from deepsearcher.config import Settings, load_settings
-from deepsearcher.errors import DeepSearcherError
+from deepsearcher.cli.console import err_console, fail, out_console, reported_errors
+from deepsearcher.cli.eval import eval_command
+from deepsearcher.cli.logs import setup_logging
+from deepsearcher.cli.options import CollectionOpt, ConfigOpt, JsonOpt, VerboseOpt, make_settings
+from deepsearcher.config import Settings
+from deepsearcher.errors import CollectionNotFoundError, DeepSearcherError
 from deepsearcher.ingest import require_loaded
+from deepsearcher.options import QueryOptions
 from deepsearcher.searcher import DeepSearcher
 
 # Locals are hidden so an API key in a local variable never reaches a traceback. Plain help
@@ -38,88 +40,6 @@ collections_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(collections_app, name="collections")
-
-CollectionOpt = Annotated[
-    str | None, typer.Option("--collection", help="Collection name (default from config).")
-]
-
-
-def _err_console() -> Console:
-    # soft_wrap: without a terminal rich would break lines at 80 columns, mid-path.
-    return Console(stderr=True, soft_wrap=True)
-
-
-def _out_console() -> Console:
-    return Console(soft_wrap=True)
-
-
-# Libraries that log or print on their own; quiet below -vv (pymilvus warns about mvccTs on
-# every Lite query iterator; Milvus Lite logs a traceback when its database is locked, which we
-# report ourselves in one line).
-_LIBRARY_LOGGERS = ("pymilvus", "milvus_lite", "jieba", "py.warnings")
-
-
-class _Formatter(logging.Formatter):
-    """``warning: …`` like the CLI's own ``error:`` lines; -v adds the logger name."""
-
-    def __init__(self, with_name: bool) -> None:
-        super().__init__()
-        self.with_name = with_name
-
-    def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
-        name = f" {record.name}" if self.with_name else ""
-        return f"{record.levelname.lower()}{name}: {text}"
-
-
-def _setup_logging(verbose: int, *, opens_store: bool = True) -> logging.Handler:
-    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    if verbose < 2:
-        # grpc's C core logs to stderr (chttp2 "too_many_pings" GOAWAYs from the keepalive the
-        # Milvus client sets) and reads these variables once, when it is first imported.
-        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
-    if opens_store:
-        # Both would undo the levels set below if imported later: jieba (the BM25 analyzer
-        # Milvus Lite runs in-process) adds its own stderr handler and a DEBUG level and prints
-        # its dictionary loading on the first search; pymilvus installs its own handler and
-        # levels with dictConfig. The command imports both anyway once it opens the store.
-        import jieba  # noqa: F401
-        import pymilvus  # noqa: F401
-
-    root = logging.getLogger()
-    root.handlers.clear()
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_Formatter(with_name=verbose > 0))
-    root.addHandler(handler)
-    # Other libraries inherit the root level: nothing from them below -vv.
-    root.setLevel(logging.WARNING if verbose > 1 else logging.CRITICAL)
-    logging.getLogger("deepsearcher").setLevel(level)
-    logging.getLogger("loaders").setLevel(level)
-    logging.captureWarnings(True)
-    for name in _LIBRARY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.WARNING if verbose > 1 else logging.CRITICAL + 1)
-    return handler
-
-
-def fail(exc: DeepSearcherError) -> typer.Exit:
-    con = _err_console()
-    con.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
-    con.print(f"[yellow]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
-    return typer.Exit(1)
-
-
-def make_settings(
-    config: Path | None, options: Mapping[str, tuple[str, Any]] | None = None
-) -> Settings:
-    """Settings with CLI options on top: ``{"query.top_k": ("--top-k", 8)}``; a ``None`` value
-    was not given. The option names go into config errors ("from option --top-k")."""
-    overrides: dict[str, dict[str, Any]] = {}
-    for key, (_option, value) in (options or {}).items():
-        section, _, field = key.partition(".")
-        overrides.setdefault(section, {})[field] = value
-    names = {key: option for key, (option, _value) in (options or {}).items()}
-    return load_settings(config, overrides=overrides, override_options=names)
-
 
 # ---------------------------------------------------------------------------------------------
 # load
@@ -144,12 +64,18 @@ def load(
 ) -> None:
     """Load documents into a collection. Incremental: unchanged files are skipped, and an
     interrupted load resumes when run again."""
-    _setup_logging(verbose)
-    from deepsearcher.cli_render import LoadProgressView, print_load_summary
+    setup_logging(verbose)
+    from deepsearcher.cli.render import LoadProgressView, print_load_summary
 
-    try:
+    # Each file's hash is recorded only after its chunks are stored, so a rerun after Ctrl-C
+    # redoes exactly the unfinished files.
+    interrupted = DeepSearcherError(
+        "load interrupted",
+        "run the same command again to resume: stored files are skipped, the others are loaded",
+    )
+    with reported_errors(interrupted=interrupted):
         settings = make_settings(config)
-        view = LoadProgressView(_err_console(), enabled=not as_json, verbose=verbose > 0)
+        view = LoadProgressView(err_console(), enabled=not as_json, verbose=verbose > 0)
         with DeepSearcher(settings) as ds, view:
             report = ds.load(
                 paths,
@@ -164,21 +90,8 @@ def load(
         if as_json:
             typer.echo(json.dumps(report.to_dict(), ensure_ascii=False))
         else:
-            print_load_summary(_out_console(), report)
+            print_load_summary(out_console(), report)
         require_loaded(report)
-    except DeepSearcherError as exc:
-        raise fail(exc) from None
-    except KeyboardInterrupt:
-        # Each file's hash is recorded only after its chunks are stored, so a rerun redoes
-        # exactly the unfinished files. fail() prints the two lines; 130 is the shell's SIGINT code.
-        fail(
-            DeepSearcherError(
-                "load interrupted",
-                "run the same command again to resume: stored files are skipped, "
-                "the others are loaded",
-            )
-        )
-        raise typer.Exit(130) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -209,10 +122,10 @@ def query(
 ) -> None:
     """Answer a question from the loaded documents. The answer cites passages as [n]; without an
     LLM the passages that match best are printed in full."""
-    handler = _setup_logging(verbose)
-    from deepsearcher.cli_render import QueryView
+    handler = setup_logging(verbose)
+    from deepsearcher.cli.render import QueryView
 
-    try:
+    with reported_errors():
         if not question.strip():
             raise DeepSearcherError(
                 "the question is empty", 'ask something: deepsearcher query "Who approves travel?"'
@@ -226,18 +139,16 @@ def query(
                 "query.rerank": ("--rerank", rerank),
             },
         )
-        options = {"collections": collection or None, "web": web}
+        options = QueryOptions(collections=collection or None, web=web)
         with DeepSearcher(settings) as ds:
             if as_json:
-                answer = ds.query(question, **options)
+                answer = ds.query(question, options)
                 typer.echo(json.dumps(answer.to_dict(), ensure_ascii=False))
             else:
                 handler.addFilter(_drop_rendered_notes)
-                with QueryView(_err_console(), _out_console(), verbose=verbose > 0) as view:
+                with QueryView(err_console(), out_console(), verbose=verbose > 0) as view:
                     answer = asyncio.run(_consume(ds, question, view, options))
                 view.finish(answer)
-    except DeepSearcherError as exc:
-        raise fail(exc) from None
     _report_lost_llm(settings, answer, explicit_agent=agent is not None)
 
 
@@ -245,8 +156,8 @@ def _report_lost_llm(settings: Settings, answer: Any, *, explicit_agent: bool) -
     """An LLM that refused the connection: the passages were shown; now one error line and
     its hint. The exit code is 1 only when --agent asked for an LLM answer explicitly: with the
     configured default, the passages are the degraded answer and scripts keep working."""
-    from deepsearcher.agents.base import LLM_UNREACHABLE
     from deepsearcher.llm import LLMUnreachableError, unreachable_hint
+    from deepsearcher.run_context import LLM_UNREACHABLE
 
     if answer.mode != "retrieval-only" or not settings.llm_configured():
         return
@@ -261,17 +172,18 @@ def _report_lost_llm(settings: Settings, answer: Any, *, explicit_agent: bool) -
 def _drop_rendered_notes(record: logging.LogRecord) -> bool:
     # The live view prints each note event; the same note's log record (shown at -v) would
     # print it a second time.
-    return not (record.name == "deepsearcher.agents.base" and record.funcName == "note")
+    return not (record.name == "deepsearcher.run_context" and record.funcName == "note")
 
 
-async def _consume(ds: DeepSearcher, question: str, view: Any, options: dict[str, Any]) -> Any:
-    from deepsearcher.agents.base import LLM_UNREACHABLE
+async def _consume(ds: DeepSearcher, question: str, view: Any, options: QueryOptions) -> Any:
+    from deepsearcher.run_context import LLM_UNREACHABLE
 
     answer = None
-    async for event in ds.astream(question, **options):
+    async for event in ds.astream(question, options):
         if event.type == "done":
-            answer = event.answer  # type: ignore[attr-defined]
-        elif not getattr(event, "message", "").startswith(LLM_UNREACHABLE):  # said once, below
+            answer = event.answer
+        # The lost LLM is said once, by _report_lost_llm.
+        elif not (event.type == "note" and event.message.startswith(LLM_UNREACHABLE)):
             view.handle(event)
     return answer
 
@@ -298,12 +210,9 @@ def collections_list(
     """List collections with their files, chunks, embedding model and description."""
     if ctx.invoked_subcommand is not None:
         return
-    _setup_logging(verbose)
-    try:
-        with DeepSearcher(make_settings(config)) as ds:
-            infos = ds.collections()
-    except DeepSearcherError as exc:
-        raise fail(exc) from None
+    setup_logging(verbose)
+    with reported_errors(), DeepSearcher(make_settings(config)) as ds:
+        infos = ds.collections()
     if as_json:  # an array, as --help says: the collections are the only content
         typer.echo(
             json.dumps(
@@ -332,7 +241,7 @@ def collections_list(
             i.meta.embedding_model if i.meta else "?",
             (i.meta.description if i.meta else "") or "",
         )
-    _out_console().print(table, soft_wrap=False)
+    out_console().print(table, soft_wrap=False)
 
 
 @collections_app.command("drop")
@@ -342,19 +251,14 @@ def collections_drop(
     config: ConfigOpt = None,
 ) -> None:
     """Drop a collection and its file manifest."""
-    try:
-        with DeepSearcher(make_settings(config)) as ds:
-            if name not in {i.name for i in ds.collections()}:
-                from deepsearcher.errors import CollectionNotFoundError
-
-                raise CollectionNotFoundError(
-                    f"collection '{name}' does not exist", "list them: deepsearcher collections"
-                )
-            if not yes and not typer.confirm(f"Drop collection '{name}' and all its chunks?"):
-                raise typer.Exit(1)
-            ds.drop_collection(name)
-    except DeepSearcherError as exc:
-        raise fail(exc) from None
+    with reported_errors(), DeepSearcher(make_settings(config)) as ds:
+        if name not in {i.name for i in ds.collections()}:
+            raise CollectionNotFoundError(
+                f"collection '{name}' does not exist", "list them: deepsearcher collections"
+            )
+        if not yes and not typer.confirm(f"Drop collection '{name}' and all its chunks?"):
+            raise typer.Exit(1)
+        ds.drop_collection(name)
     typer.echo(f"dropped {name}")
 
 
@@ -375,10 +279,10 @@ def serve(
     verbose: VerboseOpt = 0,
 ) -> None:
     """Serve an OpenAI-compatible chat API over the collections. Also /v1/query and /v1/load."""
-    _setup_logging(verbose)
+    setup_logging(verbose)
     from deepsearcher.server import run_server
 
-    try:
+    with reported_errors():
         run_server(
             make_settings(config),
             host=host,
@@ -386,8 +290,20 @@ def serve(
             insecure=insecure,
             log_level="debug" if verbose > 1 else "info",
         )
-    except DeepSearcherError as exc:
-        raise fail(exc) from None
+
+
+@app.command()
+def mcp(config: ConfigOpt = None, verbose: VerboseOpt = 0) -> None:
+    """Serve the MCP tools (search, deep_search, list_collections, load) over stdio, for agents
+    and IDE assistants. stdout carries the protocol; logs go to stderr."""
+    setup_logging(verbose)
+    from deepsearcher.server.mcp import build_mcp
+
+    with reported_errors():
+        settings = make_settings(config)
+        with DeepSearcher(settings) as ds:
+            _ = ds.store  # a locked or unreachable store fails here, before the client waits
+            build_mcp(ds).run("stdio")
 
 
 @app.command("config")
@@ -397,21 +313,12 @@ def show_config(config: ConfigOpt = None) -> None:
     No secrets: settings only name the environment variables that hold them."""
     from deepsearcher.config import render_config_yaml
 
-    _setup_logging(0, opens_store=False)  # for warnings about misspelt DEEPSEARCHER_* variables
-    try:
+    setup_logging(0, opens_store=False)  # for warnings about misspelt DEEPSEARCHER_* variables
+    with reported_errors():
         typer.echo(render_config_yaml(make_settings(config)))
-    except DeepSearcherError as exc:
-        raise fail(exc) from None
 
 
-def _register_eval() -> None:
-    # Imported here: cli_eval builds on this module's helpers (fail, make_settings, options).
-    from deepsearcher.cli_eval import eval_command
-
-    app.command("eval")(eval_command)
-
-
-_register_eval()
+app.command("eval")(eval_command)
 
 
 def main() -> None:

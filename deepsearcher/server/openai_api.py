@@ -4,88 +4,19 @@
 from __future__ import annotations
 
 import json
-import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from deepsearcher import errors
-from deepsearcher.server_guard import error_body
+from deepsearcher.server.errors import RequestError
 from deepsearcher.types import Answer, Source, Usage
 
 DEFAULT_MODEL = "deepsearcher"  # the model name that searches every collection
 SOURCES_HEADING = "\n\nSources:\n"
-logger = logging.getLogger(__name__)
-
-
-class RequestError(Exception):
-    """A client mistake or refusal mapped to an HTTP status and an OpenAI error body."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        type_: str = "invalid_request_error",
-        code: str | None = None,
-        hint: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.type = type_
-        self.code = code
-        self.hint = hint
-        self.headers = headers or {}
-
-
-# Most specific first: status, OpenAI error type, code.
-_ERROR_STATUS: list[tuple[type[errors.DeepSearcherError], int, str, str]] = [
-    (errors.CollectionNotFoundError, 404, "not_found_error", "collection_not_found"),
-    (errors.IncompatibleCollectionError, 409, "invalid_request_error", "incompatible_collection"),
-    (errors.StoreError, 503, "server_error", "store_unavailable"),
-    (errors.ConfigError, 400, "invalid_request_error", "invalid_setting"),
-    (errors.LoaderError, 400, "invalid_request_error", "unloadable_file"),
-    (errors.BudgetExceeded, 504, "server_error", "budget_exceeded"),
-    (errors.LLMError, 502, "server_error", "llm_unavailable"),
-    (errors.WebSearchError, 502, "server_error", "web_search_failed"),
-    (errors.EmbeddingError, 503, "server_error", "embedding_failed"),
-]
-
-
-def error_response(exc: Exception, public: Callable[[str], str] = str) -> JSONResponse:
-    """Any exception as an OpenAI-shaped error; only non-DeepSearcher errors are 500s.
-    ``public`` strips what a client must not see (internal URLs, server paths) from the texts
-    of errors raised below the server."""
-    if isinstance(exc, RequestError):
-        body = error_body(exc.message, exc.type, exc.code, exc.hint)
-        return JSONResponse(body, exc.status, headers=exc.headers)
-    if isinstance(exc, errors.DeepSearcherError):
-        status, type_, code = next(
-            ((s, t, c) for cls, s, t, c in _ERROR_STATUS if isinstance(exc, cls)),
-            (500, "server_error", "deepsearcher_error"),
-        )
-        hint = public(exc.hint) if exc.hint else None
-        return JSONResponse(error_body(public(exc.message), type_, code, hint), status)
-    if isinstance(exc, StarletteHTTPException):
-        type_ = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
-        return JSONResponse(
-            error_body(str(exc.detail), type_), exc.status_code, headers=exc.headers
-        )
-    if isinstance(exc, RequestValidationError):
-        return JSONResponse(
-            error_body(f"invalid request: {exc.errors()[:1]}", "invalid_request_error"), 400
-        )
-    logger.error("unhandled error in request", exc_info=exc)
-    return JSONResponse(error_body("internal server error", "server_error", "internal_error"), 500)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """``deepsearcher eval``: recall, answer quality and cost over a questions file.
 
-Registered in ``cli.py`` as ``app.command("eval")(eval_command)``; kept apart so the CLI module
-stays thin. Like ``cli.py`` it prints; the work happens in ``deepsearcher.evaluation``.
+Registered in ``commands`` as ``app.command("eval")(eval_command)``; kept apart so that module
+stays thin. Like the other commands it prints; the work happens in ``deepsearcher.evaluation``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from deepsearcher.cli_options import ConfigOpt, VerboseOpt
-from deepsearcher.errors import ConfigError, DeepSearcherError
+from deepsearcher.cli.console import err_console, reported_errors
+from deepsearcher.cli.logs import setup_logging
+from deepsearcher.cli.options import ConfigOpt, VerboseOpt, make_settings
+from deepsearcher.errors import ConfigError
 from deepsearcher.searcher import DeepSearcher
 
 
@@ -88,14 +90,13 @@ def eval_command(
 ) -> None:
     """Measure recall@k, answers and cost on a questions file. EM/F1 need an LLM. The corpus
     is loaded first (incrementally, so an unchanged corpus costs only hashing)."""
-    from deepsearcher.cli import _err_console, _setup_logging, fail, make_settings
-    from deepsearcher.cli_render import LoadProgressView
+    from deepsearcher.cli.render import LoadProgressView
 
-    _setup_logging(verbose)
+    setup_logging(verbose)
     from deepsearcher.evaluation.report import markdown_report, summary_json, write_outputs
     from deepsearcher.evaluation.runner import EvalOptions, load_corpus, run_eval
 
-    try:
+    with reported_errors():
         if agent not in ("deep", "naive", "both"):
             raise ConfigError(f"unknown agent '{agent}'", "use --agent deep, naive or both")
         opts = EvalOptions(
@@ -110,7 +111,7 @@ def eval_command(
             concurrency=concurrency,
         )
         settings = make_settings(config)
-        err = _err_console()
+        err = err_console()
         with DeepSearcher(settings) as ds:
             with LoadProgressView(err, verbose=verbose > 0) as view:
                 loaded = asyncio.run(load_corpus(ds, opts, view.update))
@@ -118,8 +119,6 @@ def eval_command(
                 result = asyncio.run(run_eval(ds, opts, loaded=loaded, on_result=progress.advance))
         markdown = markdown_report(result, title=f"{questions.name} on {result.collection}")
         files = write_outputs(result, out, markdown)
-    except DeepSearcherError as exc:
-        raise fail(exc) from None
     if as_json:
         typer.echo(json.dumps(summary_json(result), ensure_ascii=False))
     else:

@@ -1,0 +1,3 @@
+from deepsearcher.cli import main
+
+main()

@@ -1,0 +1,57 @@
+"""``QueryOptions``: the per-question knobs, one frozen object shared by the library, the CLI,
+the HTTP server and the eval runner. ``None`` means "the configured value" (``query.*`` and
+``web_search.enabled`` in Settings); an option an agent has no use for (``max_iter`` for the
+naive agent) is accepted and has no effect."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+
+from deepsearcher.errors import DeepSearcherError
+
+
+class UnknownOptionError(DeepSearcherError):
+    default_hint = "check the option names"
+
+
+@dataclass(frozen=True)
+class QueryOptions:
+    """Options of one question; every field defaults to the configured value."""
+
+    agent: str | None = None  # "deep" or "naive" (query.agent)
+    collections: Sequence[str] | None = None  # search only these (default: all, or routed)
+    top_k: int | None = None  # chunks per query (query.top_k)
+    max_iter: int | None = None  # deep: search iterations (query.max_iter)
+    rerank: str | None = None  # deep: "llm", "llm-batch" or "none" (query.rerank)
+    web: bool | None = None  # deep: also search the web (web_search.enabled)
+    timeout_s: float | None = None  # the run's time budget (query.timeout_s)
+    # Names the time budget in the "cut short" note, when it is not query.timeout_s (the
+    # server's request timeout, say), so the user knows which limit to raise.
+    budget_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.collections is not None:
+            # A tuple keeps the object immutable and hashable whatever sequence was passed.
+            object.__setattr__(self, "collections", tuple(self.collections) or None)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> QueryOptions:
+        """Options from loose keyword values (a request body, ``**kwargs``); an unknown name is
+        an error listing the valid ones, never silently dropped."""
+        return cls().with_values(values)
+
+    def with_values(self, values: Mapping[str, object]) -> QueryOptions:
+        """A copy with ``values`` set; unknown names raise ``UnknownOptionError``."""
+        valid = self.names()
+        unknown = sorted(set(values) - set(valid))
+        if unknown:
+            raise UnknownOptionError(
+                f"unknown query option{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",
+                f"valid options: {', '.join(valid)}",
+            )
+        return replace(self, **values)  # type: ignore[arg-type]  # names checked above

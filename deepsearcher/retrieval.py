@@ -1,0 +1,95 @@
+"""``Retriever``: the store's search as the agents use it. Queries are embedded in one batch
+and every collection is searched in parallel; only collections embedded with this embedder's
+model are searched."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from deepsearcher.config import Settings
+from deepsearcher.embedding import Embedder
+from deepsearcher.errors import CollectionNotFoundError, IncompatibleCollectionError
+from deepsearcher.store import CollectionInfo, VectorStore
+from deepsearcher.types import Hit
+
+
+class Retriever:
+    """Searches ``store`` with query vectors from ``embedder``. Blocking calls run in threads."""
+
+    def __init__(self, embedder: Embedder, store: VectorStore, settings: Settings) -> None:
+        self.embedder = embedder
+        self.store = store
+        self.settings = settings
+
+    async def available_collections(self) -> list[CollectionInfo]:
+        return await asyncio.to_thread(self.store.list_collections)
+
+    @staticmethod
+    def check_requested(requested: Sequence[str] | None, infos: Sequence[CollectionInfo]) -> None:
+        """Refuse a requested collection that does not exist, or an empty store."""
+        names = {i.name for i in infos}
+        missing = [n for n in requested or () if n not in names]
+        if missing:
+            raise CollectionNotFoundError(
+                f"collection '{missing[0]}' does not exist",
+                "list them with `deepsearcher collections`, or load documents first",
+            )
+        if not infos:
+            raise CollectionNotFoundError(
+                "the store has no collections yet", "load documents first: deepsearcher load PATH"
+            )
+
+    def embedded_alike(
+        self,
+        names: list[str],
+        infos: Sequence[CollectionInfo],
+        *,
+        explicit: bool,
+    ) -> tuple[list[str], str | None]:
+        """Only collections embedded with this retriever's model: a query vector from another
+        model lands in an unrelated space and returns confident nonsense, never an error. A
+        collection asked for by name (``explicit``) is refused; among all, it is skipped, and the
+        second value is the note that says so."""
+        model = self.settings.embedding.model
+        by_name = {i.name: i for i in infos}
+        foreign = {}
+        for n in names:
+            meta = by_name[n].meta if n in by_name else None
+            if meta is not None and meta.embedding_model != model:
+                foreign[n] = meta.embedding_model
+        if not foreign:
+            return names, None
+        usable = [n for n in names if n not in foreign]
+        name, other = next(iter(foreign.items()))
+        if explicit or not usable:
+            raise IncompatibleCollectionError(
+                f"collection '{name}' was embedded with {other}; this query embeds with {model}",
+                f"query it with the embedder it was built with (embedding.provider/model), or "
+                f"reload it with --rebuild to re-embed it with {model}",
+            )
+        skipped = ", ".join(f"{n} ({m})" for n, m in foreign.items())
+        return usable, f"skipped collections embedded with another model: {skipped}"
+
+    async def search(
+        self, queries: Sequence[str], collections: Sequence[str], top_k: int
+    ) -> list[list[Hit]]:
+        """Top hits per query, merged across collections by score."""
+        if not queries:
+            return []
+        vectors = await asyncio.to_thread(self.embedder.embed_query, list(queries))
+        hybrid = self.settings.vector_store.hybrid
+        per_collection = await asyncio.gather(
+            *(
+                asyncio.to_thread(
+                    self.store.search, name, vectors, top_k, texts=list(queries), hybrid=hybrid
+                )
+                for name in collections
+            )
+        )
+        merged: list[list[Hit]] = []
+        for qi in range(len(queries)):
+            hits = [h for result in per_collection for h in result[qi]]
+            hits.sort(key=lambda h: h.score, reverse=True)
+            merged.append(hits[:top_k] if len(collections) > 1 else hits)
+        return merged

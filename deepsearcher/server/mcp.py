@@ -1,0 +1,281 @@
+"""The MCP server: the searcher's tools for agents and IDE assistants, built on the official
+``mcp`` SDK. ``deepsearcher mcp`` serves it over stdio; ``deepsearcher serve`` mounts the same
+server at ``/mcp`` (streamable HTTP) behind its API keys and browser checks.
+
+Tools return data only: passages, answers and reports as JSON, with no prompt text added, since
+the client's model decides what to do with them. Known failures become a tool error of one line
+and a hint, never a traceback.
+"""
+
+# No ``from __future__ import annotations``: the SDK reads the tools' annotations at runtime
+# (argument schemas and the ``Context`` parameter), so they must be real objects.
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from pydantic import Field
+from starlette.routing import BaseRoute
+
+from deepsearcher import errors
+from deepsearcher.config import Settings
+from deepsearcher.options import QueryOptions
+from deepsearcher.searcher import DeepSearcher
+from deepsearcher.server.errors import RequestError
+from deepsearcher.server.guard import SearchSlots
+from deepsearcher.server.load import HTTPLoads, default_upload_dir
+from deepsearcher.server.openai_api import LoadRequest
+from deepsearcher.server.public import PublicView
+from deepsearcher.store import validate_collection_name
+from deepsearcher.types import Event, Hit, source_label
+
+PASSAGE_URI = "passage://{collection}/{chunk_id}"
+_CHUNK_ID = re.compile(r"[0-9a-f]{40}")  # chunking.chunk_id_for: a sha1 hex digest
+
+SERVER_INSTRUCTIONS = (
+    "Search private documents. `search` returns ranked passages (no LLM); `deep_search` "
+    "returns an answer whose [n] markers cite its sources; `list_collections` names what can "
+    "be searched; read a passage again by its `uri`."
+)
+
+
+@contextmanager
+def _tool_errors(view: PublicView | None) -> Iterator[None]:
+    """Known failures as the client's tool error: one line and a hint."""
+    try:
+        yield
+    except (errors.DeepSearcherError, RequestError) as exc:
+        message, hint = exc.message, exc.hint
+        if view is not None:
+            message, hint = view.text(message), view.text(hint) if hint else hint
+        # The SDK puts "Error executing tool <name>: " in front.
+        raise ToolError(message + (f"\nhint: {hint}" if hint else "")) from None
+
+
+def _passage(hit: Hit, source: str) -> dict[str, Any]:
+    return {
+        "id": hit.id,
+        "uri": PASSAGE_URI.format(collection=hit.collection, chunk_id=hit.id),
+        "collection": hit.collection,
+        "source": source,
+        "label": source_label(source, hit.page, hit.page_end, hit.kind),
+        "page": hit.page,
+        "page_end": hit.page_end,
+        "score": round(hit.score, 4),
+        "text": hit.text,
+    }
+
+
+def _progress_message(event: Event) -> str | None:
+    """One line per loop step for the client's progress display (None: not worth one)."""
+    if event.type == "sub_queries":
+        return f"sub-queries: {'; '.join(event.queries)}"
+    if event.type == "search":
+        return f"searched {event.query!r}: {event.hits} hits, {event.new} new"
+    if event.type == "verdict":
+        return f"{'kept' if event.kept else 'dropped'} {event.source}"
+    if event.type == "reflection":
+        gaps = "; ".join(event.gap_queries) or "none"
+        return f"reflection: follow-up queries {gaps}"
+    if event.type == "note":
+        return f"note: {event.message}"
+    if event.type == "done":
+        return "done"
+    return None  # answer deltas: the answer arrives whole in the result
+
+
+def _new_server() -> MCPServer:
+    # MCPServer() calls logging.basicConfig, which installs a handler on the root logger when
+    # it has none; the library installs no handlers (the CLI sets up logging), so it gets one
+    # for the moment of the call.
+    root = logging.getLogger()
+    placeholder = logging.NullHandler()
+    root.addHandler(placeholder)
+    try:
+        return MCPServer("deepsearcher", instructions=SERVER_INSTRUCTIONS, log_level="WARNING")
+    finally:
+        root.removeHandler(placeholder)
+
+
+def build_mcp(
+    searcher: DeepSearcher,
+    settings: Settings | None = None,
+    *,
+    loads: HTTPLoads | None = None,
+    view: PublicView | None = None,
+    slots: SearchSlots | None = None,
+    search_options: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> MCPServer:
+    """The MCP server over ``searcher``. ``loads`` is the server's loading over HTTP (its path
+    check under ``server.load_root`` and its one-at-a-time lock; built here when not given);
+    ``view`` maps paths and messages to what a remote client may see (None: shown as stored,
+    right for a local stdio client); ``slots`` is the server's bound on concurrent deep
+    searches, which MCP calls share with the chat routes; ``search_options`` adds the server's
+    limits (its time budget) to a deep search's options."""
+    settings = settings or searcher.settings
+    if loads is None:
+        loads = HTTPLoads(searcher, settings.server, default_upload_dir(searcher.settings))
+    mcp = _new_server()
+
+    def shown(source: str, collection: str | None = None) -> str:
+        return view.path(source, collection) if view is not None else source
+
+    @mcp.tool()
+    async def search(
+        query: Annotated[str, Field(description="What to search for.", min_length=1)],
+        collections: Annotated[
+            list[str] | None, Field(description="Search only these (default: all).")
+        ] = None,
+        top_k: Annotated[
+            int | None,
+            Field(description="Passages to return (default: query.top_k).", ge=1, le=100),
+        ] = None,
+    ) -> dict[str, Any]:
+        """Passages most similar to `query`, with their source file, pages, collection, score
+        and a `uri` to read each again. Retrieval only: no LLM is called."""
+        with _tool_errors(view):
+            retriever = await asyncio.to_thread(lambda: searcher.retriever)
+            infos = await retriever.available_collections()
+            retriever.check_requested(collections, infos)
+            names = list(collections) if collections else [i.name for i in infos]
+            names, note = retriever.embedded_alike(names, infos, explicit=bool(collections))
+            k = top_k or searcher.settings.query.top_k
+            hits = (await retriever.search([query], names, k))[0][:k]
+        result: dict[str, Any] = {
+            "query": query,
+            "passages": [_passage(h, shown(h.source, h.collection)) for h in hits],
+        }
+        if note:
+            result["notes"] = [note]
+        return result
+
+    @mcp.tool()
+    async def deep_search(
+        question: Annotated[str, Field(description="The question to answer.", min_length=1)],
+        ctx: Context,
+        collections: Annotated[
+            list[str] | None, Field(description="Search only these (default: all, or routed).")
+        ] = None,
+        max_iter: Annotated[
+            int | None, Field(description="Search iterations (default: query.max_iter).", ge=1)
+        ] = None,
+        web: Annotated[
+            bool | None, Field(description="Also search the web (default: web_search.enabled).")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Answer `question` from the documents: sub-queries, searches, relevance checks and
+        a written answer whose [n] markers cite `sources`. Sends a progress notification per
+        step when the request carries a progress token."""
+        given = {"collections": collections, "max_iter": max_iter, "web": web}
+        values = {k: v for k, v in given.items() if v is not None}
+        options = QueryOptions.from_mapping(search_options(values) if search_options else values)
+        step = 0
+        with _tool_errors(view):
+            if collections:
+                retriever = await asyncio.to_thread(lambda: searcher.retriever)
+                retriever.check_requested(collections, await retriever.available_collections())
+            slot = await slots.acquire() if slots is not None else None
+            if slots is not None and slot is None:
+                raise errors.DeepSearcherError(
+                    f"server busy: {slots.limit} searches running and {slots.max_queued} waiting",
+                    "retry in a while, or raise server.max_queued_searches",
+                )
+            try:
+                async for event in searcher.astream(question, options):
+                    if view is not None:  # paths as the client may see them
+                        event = view.event(event)
+                    message = _progress_message(event)
+                    if message is not None:
+                        step += 1
+                        await ctx.report_progress(step, None, message)
+                    if event.type == "done":
+                        return event.answer.to_dict()
+            finally:
+                if slot is not None:
+                    slot.release()
+            raise errors.DeepSearcherError("the search ended without an answer")
+
+    @mcp.tool()
+    async def list_collections() -> list[dict[str, Any]]:
+        """The collections that can be searched: name, description, chunks and files."""
+        with _tool_errors(view):
+            infos = await asyncio.to_thread(searcher.collections)
+        return [
+            {
+                "name": i.name,
+                "description": i.meta.description if i.meta else "",
+                "chunks": i.rows,
+                "files": i.files,
+            }
+            for i in infos
+        ]
+
+    @mcp.tool()
+    async def load(
+        path: Annotated[
+            str, Field(description="File or folder under server.load_root (relative to it).")
+        ],
+        collection: Annotated[
+            str | None, Field(description="Collection name (default from config).")
+        ] = None,
+        description: Annotated[
+            str | None, Field(description="What the collection holds (used for routing).")
+        ] = None,
+    ) -> dict[str, Any]:
+        """Load a file or folder into a collection, incrementally (unchanged files are
+        skipped). Only when server.load_root is set, and only paths under it."""
+        assert loads is not None
+        with _tool_errors(view):
+            if not loads.server.load_root:  # the HTTP refusal's hint is about uploads
+                raise errors.ConfigError(
+                    "loading is disabled: server.load_root is not set",
+                    "set server.load_root (or DEEPSEARCHER_SERVER__LOAD_ROOT) to the folder "
+                    "MCP clients may load from",
+                )
+            report = await loads.load_paths(
+                LoadRequest(paths=[path], collection=collection, description=description)
+            )
+        return (view.report(report) if view else report).to_dict()
+
+    @mcp.resource(
+        PASSAGE_URI,
+        name="passage",
+        description="A stored passage by collection and chunk id (the `uri` of a search result).",
+        mime_type="application/json",
+    )
+    async def passage(collection: str, chunk_id: str) -> dict[str, Any]:
+        try:
+            validate_collection_name(collection)
+        except errors.StoreError:
+            raise ResourceNotFoundError(f"no collection '{collection}'") from None
+        if not _CHUNK_ID.fullmatch(chunk_id):
+            raise ResourceNotFoundError(f"no passage '{chunk_id}': ids are 40 hex digits")
+        store = await asyncio.to_thread(lambda: searcher.store)
+        try:
+            hit = await asyncio.to_thread(store.get_chunk, collection, chunk_id)
+        except errors.CollectionNotFoundError:
+            hit = None
+        if hit is None:
+            raise ResourceNotFoundError(f"no passage '{chunk_id}' in collection '{collection}'")
+        return _passage(hit, shown(hit.source, hit.collection)) | {"score": None}
+
+    return mcp
+
+
+def http_routes(mcp: MCPServer, path: str = "/mcp") -> list[BaseRoute]:
+    """The streamable HTTP endpoint as routes for the HTTP app, which runs
+    ``mcp.session_manager.run()`` in its lifespan. The SDK's own Host/Origin check is off: the
+    app's BrowserGuardMiddleware and API keys stand in front of every route, this one too, with
+    the server's configured names rather than the SDK's loopback-only list."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    app = mcp.streamable_http_app(
+        streamable_http_path=path,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    return list(app.routes)

@@ -1,0 +1,55 @@
+"""Vector stores and file manifests.
+
+``VectorStore`` holds chunks, searches them and administers collections; ``FileManifest``
+(``store.manifest``) records which file was loaded with which content, for incremental loads.
+One backend today, Milvus (``MilvusStore``: Lite file, server or Zilliz Cloud), chosen by
+``vector_store.provider`` through ``STORES``. A new backend is a module here implementing
+both protocols of ``deepsearcher.store.base``, registered in ``STORES``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from deepsearcher.config import VectorStoreSettings
+from deepsearcher.errors import StoreError
+from deepsearcher.store._client import lock_holders
+from deepsearcher.store.base import (
+    MANIFEST_SUFFIX,
+    CollectionInfo,
+    CollectionMeta,
+    FileManifest,
+    FileRecord,
+    VectorStore,
+    check_compatible,
+    validate_collection_name,
+)
+from deepsearcher.store.milvus import MilvusStore
+
+__all__ = [
+    "MANIFEST_SUFFIX",
+    "STORES",
+    "CollectionInfo",
+    "CollectionMeta",
+    "FileManifest",
+    "FileRecord",
+    "MilvusStore",
+    "VectorStore",
+    "build_store",
+    "check_compatible",
+    "lock_holders",
+    "validate_collection_name",
+]
+
+STORES: dict[str, Callable[[VectorStoreSettings], VectorStore]] = {"milvus": MilvusStore}
+
+
+def build_store(settings: VectorStoreSettings) -> VectorStore:
+    """Instantiate the vector store named by ``settings.provider``."""
+    try:
+        return STORES[settings.provider](settings)
+    except KeyError:
+        raise StoreError(
+            f"unknown vector store provider '{settings.provider}'",
+            f"use one of: {', '.join(STORES)}",
+        ) from None

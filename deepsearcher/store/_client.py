@@ -1,0 +1,193 @@
+"""One Milvus connection shared by the vector store and the file manifest: opening (with the
+errors a user can act on), the Lite lock, loading collections, and error mapping.
+
+All methods are blocking; async callers run them with ``asyncio.to_thread`` (pymilvus's async
+client does not work with Milvus Lite).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from deepsearcher.config import VectorStoreSettings
+from deepsearcher.errors import CollectionNotFoundError, StoreError, StoreLockedError
+
+logger = logging.getLogger(__name__)
+
+_QUERY_BATCH = 1000
+
+
+def is_remote(uri: str) -> bool:
+    return uri.startswith(("http://", "https://", "tcp://", "grpc://"))
+
+
+class _DropLiteIteratorNoise(logging.Filter):
+    """Milvus Lite does not implement AllocTimestamp; pymilvus's query iterator asks for it,
+    falls back to a client timestamp (correct), and Lite's gRPC server logs a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Method not implemented" not in record.getMessage()
+
+
+def _quiet_lite_grpc() -> None:
+    grpc_log = logging.getLogger("grpc._server")
+    if not any(isinstance(f, _DropLiteIteratorNoise) for f in grpc_log.filters):
+        grpc_log.addFilter(_DropLiteIteratorNoise())
+
+
+class MilvusConnection:
+    """``pymilvus.MilvusClient`` for a Lite file or a server URI, with every call mapped to
+    ``StoreError`` and, for Lite, serialised by one lock."""
+
+    def __init__(self, settings: VectorStoreSettings) -> None:
+        # Lazy: pymilvus (grpc, pandas) takes ~1 s to import; `import deepsearcher.store` must not.
+        from pymilvus import MilvusClient
+
+        self.remote = is_remote(settings.uri)
+        uri = settings.uri if self.remote else str(Path(settings.uri).expanduser().resolve())
+        self.uri = uri
+        token = os.environ.get(settings.token_env, "")
+        # Milvus Lite runs in-process; one lock keeps its client single-threaded. A server
+        # handles concurrent requests itself.
+        self._lock: threading.Lock | None = None if self.remote else threading.Lock()
+        self._loaded: set[str] = set()
+        if not self.remote:
+            _quiet_lite_grpc()
+        try:
+            if not self.remote:
+                Path(uri).parent.mkdir(parents=True, exist_ok=True)
+            self.client = MilvusClient(uri=uri, token=token)
+        except Exception as exc:
+            raise _open_error(exc, settings.uri, self.remote) from exc
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            if self._lock is None:
+                return fn(*args, **kwargs)
+            with self._lock:
+                return fn(*args, **kwargs)
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(
+                f"Milvus {getattr(fn, '__name__', 'call')} failed: {short_error(exc)}",
+                "check that the store is reachable and the collection exists",
+            ) from exc
+
+    def has(self, name: str) -> bool:
+        return bool(self.call(self.client.has_collection, name))
+
+    def require(self, name: str) -> None:
+        if not self.has(name):
+            raise CollectionNotFoundError(f"collection '{name}' does not exist")
+        self.ensure_loaded(name)
+
+    def ensure_loaded(self, name: str) -> None:
+        # A database reopened after a crash holds its collections "released"; queries then
+        # fail until they are loaded into memory again. Loading a loaded collection is a no-op.
+        if name not in self._loaded:
+            self.call(self.client.load_collection, name)
+            self._loaded.add(name)
+
+    def drop(self, name: str) -> None:
+        if self.has(name):
+            self.call(self.client.drop_collection, name)
+        self._loaded.discard(name)
+
+    def count(self, name: str) -> int:
+        if not self.has(name):
+            return 0
+        self.ensure_loaded(name)
+        res = self.call(self.client.query, name, filter="", output_fields=["count(*)"])
+        return int(res[0]["count(*)"]) if res else 0
+
+    def iterate(self, name: str, fields: list[str]) -> Iterable[dict[str, Any]]:
+        it = self.call(
+            self.client.query_iterator,
+            name,
+            batch_size=_QUERY_BATCH,
+            filter="",
+            output_fields=fields,
+        )
+        try:
+            while True:
+                batch = self.call(it.next)
+                if not batch:
+                    break
+                yield from batch
+        finally:
+            it.close()
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        except Exception:  # closing twice or after a failed open is harmless
+            logger.debug("closing Milvus client failed", exc_info=True)
+
+
+def short_error(exc: BaseException) -> str:
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {msg}"[:300]
+
+
+def lock_holders(db_dir: str | Path) -> list[str]:
+    """Processes holding the Milvus Lite LOCK file open, as "pid (command)". Linux /proc only;
+    elsewhere, or without permission, an empty list."""
+    lock = Path(db_dir) / "LOCK"
+    proc = Path("/proc")
+    holders: list[str] = []
+    if not lock.exists() or not proc.is_dir():
+        return holders
+    target = str(lock.resolve())
+    for pid_dir in proc.iterdir():
+        if not pid_dir.name.isdigit() or int(pid_dir.name) == os.getpid():
+            continue
+        try:
+            if any(os.readlink(fd) == target for fd in (pid_dir / "fd").iterdir()):
+                argv = (pid_dir / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+                args = [a.decode(errors="replace") for a in argv]
+                holders.append(f"{pid_dir.name} ({_shorten_command(args)})")
+        except OSError:
+            continue
+    return holders
+
+
+def _shorten_command(args: list[str], limit: int = 120) -> str:
+    """The command line quoted as a shell would take it, cut between arguments (never inside
+    one) once it passes ``limit`` characters; the program is always shown whole."""
+    shown: list[str] = []
+    for arg in args:
+        quoted = shlex.quote(arg)
+        if shown and sum(len(a) + 1 for a in shown) + len(quoted) > limit:
+            return " ".join([*shown, "…"])
+        shown.append(quoted)
+    return " ".join(shown)
+
+
+def _open_error(exc: Exception, uri: str, remote: bool) -> StoreError:
+    text = f"{exc} {exc.__cause__ or ''}"
+    if not remote and (
+        "Open local milvus failed" in text or "DataDirLocked" in text or "lock" in text.lower()
+    ):
+        holders = lock_holders(uri)
+        who = f" (held by process {', '.join(holders)})" if holders else ""
+        return StoreLockedError(
+            f"the Milvus Lite database {uri} is in use by another process{who}",
+            "Milvus Lite allows one process per database: stop the other process (often "
+            "`deepsearcher serve`), load through the server's POST /v1/load, or use a Milvus "
+            "server URI (see README: milvus-lite server)",
+        )
+    if remote:
+        return StoreError(
+            f"could not connect to Milvus at {uri}: {short_error(exc)}",
+            "check that the server is running and vector_store.uri / the token are right",
+        )
+    return StoreError(
+        f"could not open Milvus Lite at {uri}: {short_error(exc)}", "check the path is writable"
+    )

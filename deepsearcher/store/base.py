@@ -1,0 +1,114 @@
+"""The store roles: ``VectorStore`` (chunks, search, collection admin) and ``FileManifest``
+(what was loaded from which file, for incremental loads), and what a collection records."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from deepsearcher.errors import IncompatibleCollectionError, StoreError
+from deepsearcher.types import Chunk, Hit
+
+MANIFEST_SUFFIX = "__files"
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
+
+
+@dataclass
+class CollectionMeta:
+    """What a collection was built with; loading with anything else would mix vectors."""
+
+    embedding_model: str
+    dimension: int
+    chunk_size: int
+    chunk_overlap: int
+    analyzer: str = "standard"
+    description: str = ""
+    # Collections made before the setting existed indexed the bare text: False.
+    context_prefix: bool = False
+
+    def incompatibilities(self, other: CollectionMeta) -> list[str]:
+        diffs = []
+        keys = ("embedding_model", "dimension", "chunk_size", "chunk_overlap", "analyzer")
+        for key in (*keys, "context_prefix"):
+            mine, theirs = getattr(self, key), getattr(other, key)
+            if mine != theirs:
+                diffs.append(f"{key} {mine!r} (collection) vs {theirs!r} (now)")
+        return diffs
+
+
+@dataclass
+class CollectionInfo:
+    name: str
+    rows: int
+    meta: CollectionMeta | None
+    files: int = 0
+
+
+@dataclass
+class FileRecord:
+    source: str
+    doc_id: str
+    content_hash: str
+    chunks: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class FileManifest(Protocol):
+    """One record per loaded file of a collection (path, content hash, chunk count). A file's
+    record is written only after all its chunks are stored, so a file without one is redone."""
+
+    def file_records(self, name: str) -> dict[str, FileRecord]: ...
+    def put_file_records(self, name: str, records: Sequence[FileRecord]) -> None: ...
+    def delete_file_record(self, name: str, source: str) -> None: ...
+
+
+class VectorStore(Protocol):
+    """Chunk storage and similarity search, one logical collection per document set. Creating
+    or dropping a collection creates or drops its file manifest too."""
+
+    @property
+    def manifest(self) -> FileManifest: ...
+    def list_collections(self) -> list[CollectionInfo]: ...
+    def get_meta(self, name: str) -> CollectionMeta | None: ...
+    def ensure_collection(
+        self, name: str, meta: CollectionMeta, *, rebuild: bool = False
+    ) -> None: ...
+    def set_description(self, name: str, description: str) -> None: ...
+    def drop_collection(self, name: str) -> None: ...
+    def count(self, name: str) -> int: ...
+    def upsert_chunks(self, name: str, chunks: Sequence[Chunk], vectors: np.ndarray) -> None: ...
+    def delete_stale_chunks(self, name: str, doc_id: str, keep_hash: str | None) -> int: ...
+    def search(
+        self,
+        name: str,
+        vectors: np.ndarray,
+        top_k: int,
+        *,
+        texts: Sequence[str] | None = None,
+        hybrid: bool = False,
+    ) -> list[list[Hit]]: ...
+    def get_chunk(self, name: str, chunk_id: str) -> Hit | None: ...
+    def close(self) -> None: ...
+
+
+def check_compatible(name: str, existing: CollectionMeta, wanted: CollectionMeta) -> None:
+    """Refuse to mix vectors or chunkings in one collection."""
+    diffs = existing.incompatibilities(wanted)
+    if diffs:
+        raise IncompatibleCollectionError(
+            f"collection '{name}' was built with other settings: {'; '.join(diffs)}",
+            f"load into another --collection, or pass --rebuild to re-embed '{name}'",
+        )
+
+
+def validate_collection_name(name: str) -> str:
+    if not _NAME_RE.match(name) or name.endswith(MANIFEST_SUFFIX):
+        raise StoreError(
+            f"invalid collection name '{name}'",
+            "use letters, digits and underscores, starting with a letter (not ending in __files)",
+        )
+    return name

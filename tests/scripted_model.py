@@ -1,0 +1,119 @@
+"""An in-process scripted ``ChatModel`` for agent unit tests (as simonw/llm's MockModel).
+
+Replies come from rules (a prompt matcher and a reply, optionally a limited number of times),
+then from a queue (``enqueue``), in that order; a call nothing answers fails the test with the
+prompt it could not answer. ``history`` records every call's messages. No sockets, no threads:
+the end-to-end path (HTTP, retries, timeouts) is tested against ``tests/llm_server.py``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+
+from deepsearcher.llm import Completion, Message, StreamPiece
+from deepsearcher.types import Usage
+
+Reply = str | Exception | Callable[[str], str]
+Match = str | Callable[[str], bool]
+
+
+class NoScriptedReply(AssertionError):
+    """The test did not script a reply for this prompt."""
+
+
+@dataclass
+class _Rule:
+    match: Match
+    reply: Reply
+    times: int | None
+
+
+def prompt_of(messages: Sequence[Message]) -> str:
+    """What rules match: the call's user messages, the task prompt first (a format retry
+    appends the retry request, so it still matches its task's rules)."""
+    return "\n\n".join(m["content"] for m in messages if m["role"] == "user")
+
+
+def task_of(messages: Sequence[Message]) -> str:
+    """The ``TASK:`` name of the call's first user prompt ("judge", "answer", ...)."""
+    first = next((m["content"] for m in messages if m["role"] == "user"), "")
+    line = first.lstrip().split("\n", 1)[0]
+    return line.removeprefix("TASK:").strip() if line.startswith("TASK:") else ""
+
+
+class ScriptedChatModel:
+    """Implements ``deepsearcher.llm.ChatModel``; ``stream`` sends a reply word by word."""
+
+    name = "scripted-in-process"
+
+    def __init__(self) -> None:
+        self._rules: list[_Rule] = []
+        self._queue: deque[Reply] = deque()
+        self.history: list[list[Message]] = []
+
+    # -- scripting ---------------------------------------------------------------------------
+
+    def enqueue(self, *replies: Reply) -> None:
+        """Replies for the next calls no rule answers, in order."""
+        self._queue.extend(replies)
+
+    def add_rule(self, match: Match, reply: Reply, *, times: int | None = None) -> None:
+        """Answer prompts that contain ``match`` (or for which it returns True) with ``reply``
+        (a string, an exception to raise, or a function of the prompt). Later rules win."""
+        self._rules.insert(0, _Rule(match, reply, times))
+
+    def calls(self, task: str) -> list[list[Message]]:
+        """The recorded calls of one task ("judge", "answer", ...)."""
+        return [m for m in self.history if task_of(m) == task]
+
+    # -- ChatModel ---------------------------------------------------------------------------
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        text = self._reply(messages)
+        return Completion(text=text, usage=_usage(messages, text), finish_reason="stop")
+
+    async def stream(
+        self, messages: Sequence[Message], *, max_tokens: int | None = None
+    ) -> AsyncIterator[StreamPiece]:
+        text = self._reply(messages)
+        words = text.split(" ")
+        for i, word in enumerate(words):
+            yield StreamPiece(text=word if i == len(words) - 1 else word + " ")
+        yield StreamPiece(usage=_usage(messages, text))
+
+    def _reply(self, messages: Sequence[Message]) -> str:
+        self.history.append([dict(m) for m in messages])
+        prompt = prompt_of(messages)
+        reply = self._scripted(prompt)
+        if isinstance(reply, Exception):
+            raise reply
+        return reply(prompt) if callable(reply) else reply
+
+    def _scripted(self, prompt: str) -> Reply:
+        for rule in self._rules:
+            matched = rule.match in prompt if isinstance(rule.match, str) else rule.match(prompt)
+            if matched:
+                if rule.times is not None:
+                    rule.times -= 1
+                    if rule.times <= 0:
+                        self._rules.remove(rule)
+                return rule.reply
+        if self._queue:
+            return self._queue.popleft()
+        raise NoScriptedReply(f"no scripted reply for:\n{prompt[:500]}")
+
+
+def _usage(messages: Sequence[Message], text: str) -> Usage:
+    prompt_tokens = sum(len(m["content"].split()) for m in messages)
+    return Usage(llm_calls=1, prompt_tokens=prompt_tokens, completion_tokens=len(text.split()))
+
+
+__all__ = ["NoScriptedReply", "ScriptedChatModel", "prompt_of", "task_of"]

@@ -1,0 +1,257 @@
+"""The deep-search loop's logic in-process: a scripted ChatModel, the real Retriever over a
+small in-memory index. No Milvus, no embedding model, no sockets; each test runs in
+milliseconds. The end-to-end path is in test_deep_search.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from deepsearcher import DeepSearcher
+from deepsearcher.agents import DeepSearchAgent, NaiveRAGAgent
+from deepsearcher.config import Settings
+from deepsearcher.options import QueryOptions, UnknownOptionError
+from deepsearcher.retrieval import Retriever
+from deepsearcher.types import Answer, Event
+from tests.memory_index import MODEL, MemoryStore, WordHashEmbedder
+from tests.scripted_model import ScriptedChatModel
+
+CORPUS = {
+    "robots.txt": [
+        "The NR-7 robot carries a payload of twelve kilograms on its arm.",
+        "The NR-7 battery lasts ten hours and is supplied by Kestrel Energy.",
+    ],
+    "offices.txt": [
+        "Rafael Ortega is the office manager in Austin.",
+        "The Lyon office has forty employees and a robotics lab.",
+    ],
+    "travel.md": [
+        "Travel expenses above 500 dollars need approval from the CFO.",
+        "The international per diem is 95 dollars per day.",
+    ],
+}
+_DOCUMENT = re.compile(r"<document[^>]*>\n(.*?)\n</document>", re.S)
+
+
+def _settings(**query: Any) -> Settings:
+    settings = Settings()
+    settings.embedding.model = MODEL
+    for key, value in query.items():
+        setattr(settings.query, key, value)
+    return settings
+
+
+def _retriever(settings: Settings) -> Retriever:
+    embedder = WordHashEmbedder()
+    store = MemoryStore(embedder)
+    store.add("docs", CORPUS)
+    return Retriever(embedder, store, settings)
+
+
+def _deep(llm: ScriptedChatModel, **query: Any) -> DeepSearchAgent:
+    settings = _settings(**query)
+    return DeepSearchAgent(settings, llm, _retriever(settings))
+
+
+def _run(agent: Any, question: str, **options: Any) -> tuple[Answer, list[Event]]:
+    async def go() -> list[Event]:
+        return [e async for e in agent.run(question, QueryOptions(**options))]
+
+    events = asyncio.run(go())
+    last = events[-1]
+    assert last.type == "done"
+    return last.answer, events
+
+
+def _documents(messages: list[dict[str, str]]) -> list[str]:
+    return _DOCUMENT.findall(messages[-1]["content"])
+
+
+def _judge_yes_if(*words: str) -> Callable[[str], str]:
+    """A judge that reads the passage: YES when it holds one of ``words``."""
+
+    def reply(prompt: str) -> str:
+        (passage,) = _DOCUMENT.findall(prompt)
+        return "YES" if any(w in passage for w in words) else "NO"
+
+    return reply
+
+
+def _script(
+    llm: ScriptedChatModel,
+    *,
+    decompose: list[str],
+    judge: str | Callable[[str], str] = "YES",
+    reflect: str | Callable[[str], str] = "[]",
+    answer: str = "The documents do not state it.",
+) -> None:
+    llm.add_rule("TASK: decompose", json.dumps(decompose))
+    llm.add_rule("TASK: judge", judge)
+    llm.add_rule("TASK: reflect", reflect)
+    llm.add_rule("TASK: answer", answer)
+
+
+def test_decomposition_is_capped_at_four_sub_queries() -> None:
+    llm = ScriptedChatModel()
+    many = [f"robot question number {i}" for i in range(9)]
+    _script(llm, decompose=many, judge="NO")
+    answer, events = _run(_deep(llm, max_iter=1), "Tell me about the robot")
+    first = next(e for e in events if e.type == "sub_queries")
+    assert first.queries == many[:4]
+    assert answer.sub_queries == many[:4]
+    assert [e.query for e in events if e.type == "search"] == many[:4]
+    assert "at most 4" in llm.calls("decompose")[0][-1]["content"]
+
+
+def test_gap_queries_are_capped_at_three() -> None:
+    llm = ScriptedChatModel()
+    gaps = [f"missing fact number {i}" for i in range(6)]
+    _script(llm, decompose=["robot payload"], judge="NO")
+    llm.add_rule("TASK: reflect", json.dumps(gaps), times=1)
+    answer, events = _run(_deep(llm, max_iter=3), "What does the robot carry?")
+    reflection = next(e for e in events if e.type == "reflection")
+    assert reflection.gap_queries == gaps[:3]
+    second = [e for e in events if e.type == "sub_queries"][1]
+    assert second.queries == gaps[:3] and second.iteration == 2
+    assert answer.sub_queries == ["robot payload", *gaps[:3]]
+
+
+@pytest.mark.parametrize(("configured", "option", "iterations"), [(2, None, 2), (2, 3, 3)])
+def test_max_iter_is_respected(configured: int, option: int | None, iterations: int) -> None:
+    llm = ScriptedChatModel()
+    asked = iter(range(100))
+    # Reflection always finds a new gap: only max_iter (the setting, or the option) stops.
+    _script(llm, decompose=["robot"], judge="NO", reflect=lambda _: f'["gap {next(asked)}"]')
+    answer, events = _run(_deep(llm, max_iter=configured), "robot?", max_iter=option)
+    assert answer.iterations == iterations
+    assert len([e for e in events if e.type == "sub_queries"]) == iterations
+    assert len(llm.calls("reflect")) == iterations - 1  # none after the last round
+
+
+def test_judge_keeps_only_the_passages_it_says_yes_to() -> None:
+    llm = ScriptedChatModel()
+    _script(
+        llm,
+        decompose=["NR-7 battery supplier", "office manager Austin"],
+        judge=_judge_yes_if("Kestrel", "Ortega"),
+        answer="Kestrel Energy [1]; Rafael Ortega [2].",
+    )
+    answer, events = _run(_deep(llm, max_iter=1), "Who supplies the battery, who runs Austin?")
+    verdicts = [e for e in events if e.type == "verdict"]
+    assert {e.chunk_id for e in verdicts if e.kept} == {"robots.txt#1", "offices.txt#0"}
+    assert answer.chunks_kept == 2
+    assert answer.chunks_dropped == len(verdicts) - 2 > 0
+    (call,) = llm.calls("answer")
+    assert sorted(_documents(call)) == sorted([CORPUS["robots.txt"][1], CORPUS["offices.txt"][0]])
+
+
+def test_answer_cites_only_kept_passages() -> None:
+    llm = ScriptedChatModel()
+    _script(
+        llm,
+        decompose=["NR-7 battery supplier"],
+        judge=_judge_yes_if("Kestrel"),
+        answer="Kestrel Energy supplies it [1], not the one in [4].",
+    )
+    answer, events = _run(_deep(llm, max_iter=1), "Who supplies the NR-7 battery?")
+    assert [(s.n, s.text) for s in answer.sources] == [(1, CORPUS["robots.txt"][1])]
+    assert "[4]" not in answer.answer and "[1]" in answer.answer
+    assert any(e.type == "note" and "removed 1 citation" in e.message for e in events)
+
+
+def test_garbage_verdict_is_retried_once_then_dropped_with_a_note() -> None:
+    llm = ScriptedChatModel()
+    _script(llm, decompose=["NR-7 battery"], judge="%%% garbled ~~")
+    answer, events = _run(_deep(llm, max_iter=1, top_k=3), "Who supplies the NR-7 battery?")
+    judged = [e for e in events if e.type == "verdict"]
+    assert judged and not any(e.kept for e in judged)
+    judge_calls = llm.calls("judge")
+    assert len(judge_calls) == 2 * len(judged)  # each passage asked twice, the second time
+    assert sum("could not be used" in c[-1]["content"] for c in judge_calls) == len(judged)
+    notes = [e.message for e in events if e.type == "note"]
+    assert any(f"{len(judged)} chunk(s) dropped: verdict failed" in n for n in notes), notes
+    assert answer.chunks_kept == 0 and answer.chunks_dropped == len(judged)
+
+
+def test_garbage_verdict_fixed_by_the_retry_is_kept() -> None:
+    llm = ScriptedChatModel()
+    _script(llm, decompose=["NR-7 battery"], judge="%%% garbled ~~")
+    llm.add_rule(lambda p: "TASK: judge" in p and "could not be used" in p, "YES")
+    answer, events = _run(_deep(llm, max_iter=1, top_k=2), "Who supplies the NR-7 battery?")
+    assert answer.chunks_kept == answer.chunks_retrieved >= 1 and answer.chunks_dropped == 0
+    assert not any(e.type == "note" and "dropped" in e.message for e in events)
+
+
+def test_spent_budget_answers_from_what_was_found() -> None:
+    llm = ScriptedChatModel()
+    _script(llm, decompose=["robot office travel"], answer="From what was found [1].")
+    answer, events = _run(
+        _deep(llm, max_iter=3, top_k=6, max_llm_calls=4), "Tell me about robots and offices"
+    )
+    assert answer.cut_short == "LLM call budget of 4 reached"
+    assert answer.usage.llm_calls <= 4
+    notes = [e.message for e in events if e.type == "note"]
+    assert any(n.startswith("search cut short: LLM call budget") and "unjudged" in n for n in notes)
+    # The answer is still written, from the passages judged YES before the budget ran out,
+    # and the model is told the search was cut short.
+    (call,) = llm.calls("answer")
+    assert "cut short" in call[-1]["content"]
+    kept = {e.chunk_id for e in events if e.type == "verdict" and e.kept}
+    assert 0 < len(_documents(call)) == len(kept) < 6
+    assert answer.answer == "From what was found [1]."
+    assert not llm.calls("reflect")
+
+
+def test_unknown_option_is_an_error_listing_the_valid_ones() -> None:
+    with pytest.raises(UnknownOptionError) as err:
+        QueryOptions.from_mapping({"topk": 3, "agent": "naive"})
+    assert "topk" in err.value.message
+    assert "top_k" in err.value.hint and "max_iter" in err.value.hint
+
+
+@pytest.mark.parametrize("agent", ["naive", "deep"])
+def test_facade_refuses_unknown_options_for_every_agent(agent: str) -> None:
+    # The naive agent used to drop unknown options silently, the deep one raised TypeError.
+    settings = _settings()
+    embedder = WordHashEmbedder()
+    store = MemoryStore(embedder)
+    store.add("docs", CORPUS)
+    ds = DeepSearcher(settings, embedder=embedder, store=store, llm=ScriptedChatModel())
+    with pytest.raises(UnknownOptionError):
+        ds.query("Who supplies the battery?", agent=agent, max_iters=2)
+
+
+def test_facade_wires_injected_components() -> None:
+    settings = _settings()
+    embedder = WordHashEmbedder()
+    store = MemoryStore(embedder)
+    store.add("docs", CORPUS)
+    llm = ScriptedChatModel()
+    llm.add_rule("TASK: answer", "Kestrel Energy [1].")
+    ds = DeepSearcher(settings, embedder=embedder, store=store, llm=llm)
+    answer = ds.query("Who supplies the NR-7 battery?", QueryOptions(agent="naive", top_k=1))
+    assert answer.mode == "naive"
+    assert [s.text for s in answer.sources] == [CORPUS["robots.txt"][1]]
+    assert isinstance(ds.build_agent(QueryOptions(agent="naive")), NaiveRAGAgent)
+
+
+def test_misconfigured_web_search_is_a_note_not_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DS_TEST_NO_SUCH_KEY", raising=False)
+    settings = _settings(max_iter=1)
+    settings.web_search.provider = "tavily"
+    settings.web_search.api_key_env = "DS_TEST_NO_SUCH_KEY"
+    embedder = WordHashEmbedder()
+    store = MemoryStore(embedder)
+    store.add("docs", CORPUS)
+    llm = ScriptedChatModel()
+    _script(llm, decompose=["NR-7 battery supplier"], answer="Kestrel Energy [1].")
+    ds = DeepSearcher(settings, embedder=embedder, store=store, llm=llm)
+    answer = ds.query("Who supplies the NR-7 battery?", web=True)  # off in config, on here
+    (note,) = [n for n in answer.notes if n.startswith("web search unavailable")]
+    assert "DS_TEST_NO_SUCH_KEY is not set" in note
+    assert answer.answer == "Kestrel Energy [1]." and answer.sources
