@@ -46,10 +46,6 @@ _ANALYZERS: dict[str, dict[str, Any]] = {
 }
 
 
-# Reciprocal rank fusion's damping constant, as in Cormack et al. and Milvus's RRFRanker.
-_RRF_K = 60
-
-
 class MilvusStore:
     """Milvus through ``pymilvus.MilvusClient``: Lite file by default, server/Zilliz by URI."""
 
@@ -237,7 +233,7 @@ class MilvusStore:
     def _fused_search(
         self, name: str, data: list[list[float]], texts: list[str], top_k: int
     ) -> list[list[dict[str, Any]]]:
-        """Dense and BM25 lists fused by weighted reciprocal rank (k=60), computed here so the
+        """Dense and BM25 lists fused by weighted reciprocal rank (k: hybrid_rrf_k), computed here so the
         dense list can weigh more than BM25's (Milvus's RRFRanker weighs both alike), and both
         lists come from one batched search each instead of one hybrid call per query.
 
@@ -250,6 +246,7 @@ class MilvusStore:
         dense = self._search_field(name, data, "vector", window)
         sparse = self._search_field(name, texts, "sparse", window)
         weights = (self._settings.dense_weight, 1.0)
+        rrf_k = self._settings.hybrid_rrf_k
         fused = []
         for lists in zip(dense, sparse, strict=True):
             scores: dict[str, float] = {}
@@ -257,7 +254,7 @@ class MilvusStore:
             for weight, hits in zip(weights, lists, strict=True):
                 for rank, hit in enumerate(hits, start=1):
                     key = str(hit.get("id"))
-                    scores[key] = scores.get(key, 0.0) + weight / (_RRF_K + rank)
+                    scores[key] = scores.get(key, 0.0) + weight / (rrf_k + rank)
                     raw.setdefault(key, hit)
             # sorted() is stable: ties keep dense-then-BM25 order, independent of top_k.
             ranked = sorted(scores, key=lambda key: -scores[key])[:top_k]
