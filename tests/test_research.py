@@ -1,0 +1,337 @@
+"""Research reports (issue #14, first slice) in-process: the real stages, the real deep-search
+researchers and Retriever over tests/memory_index.py, a ScriptedChatModel for the LLM. Each
+test checks what a reader of the report would notice: citations that resolve, a section named
+as missing, a report marked cut short, a plan that fell back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from deepsearcher.config import Settings
+from deepsearcher.llm import Completion, Message
+from deepsearcher.research import Report, ResearchRequest, stream_research
+from deepsearcher.research.calculator import CalculatorError, calculate
+from deepsearcher.research.events import ResearchEvent
+from deepsearcher.research.tools import ToolCall, default_registry, parse_tool_call
+from deepsearcher.retrieval import Retriever
+from tests.memory_index import MODEL, MemoryStore, WordHashEmbedder
+from tests.scripted_model import ScriptedChatModel, task_of
+
+CORPUS = {
+    "robots.txt": [
+        "The NR-7 robot carries a payload of twelve kilograms on its arm.",
+        "The NR-7 battery lasts ten hours and is supplied by Kestrel Energy.",
+    ],
+    "offices.txt": [
+        "Rafael Ortega is the office manager in Austin.",
+        "The Lyon office has forty employees and a robotics lab.",
+    ],
+    "travel.md": [
+        "Travel expenses above 500 dollars need approval from the CFO.",
+        "The international per diem is 95 dollars per day.",
+    ],
+}
+_DOCUMENT = re.compile(r"<document[^>]*>\n(.*?)\n</document>", re.S)
+_QUESTION = re.compile(r"^Question: (.*)$", re.M)
+_FINDING = re.compile(r"^- (.*?) ((?:\[E\d+\])+)$", re.M)
+
+SECTIONS = [
+    {"title": "Battery supplier", "question": "Who supplies the NR-7 battery?", "complexity": 1},
+    {"title": "Lyon office", "question": "How many employees work in the Lyon office?"},
+]
+BRIEF = {
+    "goal": "Brief on the NR-7 battery and the Lyon office",
+    "must_answer": ["Who supplies the NR-7 battery?", "How large is the Lyon office?"],
+    "assumptions": ["the reader is the new CFO"],
+    "question": "Which office do you mean?",
+}
+
+
+class InFlightModel(ScriptedChatModel):
+    """Counts calls in flight per task: each call yields to the loop before it answers, so
+    calls that overlap (concurrent researchers) are seen together."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight: dict[str, int] = {}
+        self.max_in_flight: dict[str, int] = {}
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        task = task_of(messages)
+        self.in_flight[task] = self.in_flight.get(task, 0) + 1
+        self.max_in_flight[task] = max(self.max_in_flight.get(task, 0), self.in_flight[task])
+        try:
+            for _ in range(3):
+                await asyncio.sleep(0)
+            return await super().complete(messages, max_tokens=max_tokens)
+        finally:
+            self.in_flight[task] -= 1
+
+
+def _decompose(prompt: str) -> str:
+    return json.dumps([_QUESTION.findall(prompt)[-1]])
+
+
+def _answer(prompt: str) -> str:
+    """Cites the first passage with its own words, as a grounded model would."""
+    docs = _DOCUMENT.findall(prompt)
+    if not docs:
+        return "The documents do not state it."
+    return f"{docs[0].rstrip('.')} [1]."
+
+
+def _write(prompt: str) -> str:
+    findings = _FINDING.findall(prompt)
+    text = " ".join(f"{claim} {refs}" for claim, refs in findings)
+    first_id = re.findall(r"E\d+", findings[0][1])[0] if findings else "E1"
+    return json.dumps(
+        {
+            "title": "NR-7 battery and Lyon office",
+            "summary": f"{findings[0][0]} {findings[0][1]}" if findings else "",
+            "sections": [{"title": "Findings", "text": text}],
+            "open_questions": ["Contract terms with the supplier."],
+            "hypotheses": [
+                {
+                    "statement": "One supplier for the battery",
+                    "status": "supported",
+                    "evidence": [first_id],
+                },
+                {"statement": "Lyon will grow", "status": "refuted", "evidence": ["E99"]},
+            ],
+        }
+    )
+
+
+def _script(llm: ScriptedChatModel, *, plan: Any = SECTIONS) -> None:
+    llm.add_rule("TASK: research-brief", json.dumps(BRIEF))
+    llm.add_rule("TASK: research-plan", plan if isinstance(plan, str) else json.dumps(plan))
+    llm.add_rule("TASK: decompose", _decompose)
+    llm.add_rule("TASK: judge", "YES")
+    llm.add_rule("TASK: reflect", "[]")
+    llm.add_rule("TASK: answer", _answer)
+    llm.add_rule("TASK: research-write", _write)
+    llm.add_rule("TASK: research-check", json.dumps({"covered": [True, True], "gaps": []}))
+
+
+def _settings() -> Settings:
+    settings = Settings()
+    settings.embedding.model = MODEL
+    settings.query.top_k = 2
+    return settings
+
+
+def _run(llm: ScriptedChatModel, **request: Any) -> tuple[Report, list[ResearchEvent]]:
+    settings = _settings()
+    store = MemoryStore(WordHashEmbedder())
+    store.add("docs", CORPUS)
+    retriever = Retriever(WordHashEmbedder(), store, settings)
+    req = ResearchRequest(
+        request.pop("request", "Brief me on the NR-7 battery and Lyon"), **request
+    )
+
+    async def go() -> list[ResearchEvent]:
+        return [e async for e in stream_research(settings, llm, retriever, req)]
+
+    events = asyncio.run(go())
+    last = events[-1]
+    assert last.type == "done" and last.report is not None
+    return last.report, events
+
+
+def _citations(markdown: str) -> set[int]:
+    body = markdown.split("## Sources")[0]
+    return {int(n) for n in re.findall(r"\[(\d+)\]", body)}
+
+
+def test_report_cites_sources_that_resolve_to_evidence() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)
+    report, events = _run(llm)
+    md = report.to_markdown()
+    numbers = {s.n for s in report.sources}
+    assert _citations(md) and _citations(md) <= numbers  # every [n] has a source
+    evidence = {e.id: e for e in report.evidence}
+    for source in report.sources:  # every source maps back to a passage of a file
+        assert evidence[source.evidence_id].source == source.source
+        assert source.source in CORPUS
+    for finding in report.findings:
+        assert finding.evidence and all(e in evidence for e in finding.evidence)
+    assert "Kestrel Energy" in md and "forty employees" in md
+    assert "robots.txt" in md.split("## Sources")[1]
+    # The brief records the question it did not ask; the hypotheses keep only real evidence.
+    assert report.brief is not None
+    assert any("Which office do you mean?" in a for a in report.brief.assumptions)
+    statuses = {h.statement: h.status for h in report.hypotheses}
+    assert statuses == {"One supplier for the battery": "supported", "Lyon will grow": "open"}
+    assert report.quality is not None and report.quality.passed and report.quality.coverage == 1
+    assert not report.cut_short and not report.missing
+    types = [e.type for e in events]
+    for stage in ("brief", "plan", "researcher_started", "researcher_finished", "quality"):
+        assert stage in types
+    assert "hypothesis" in types
+    assert report.to_dict()["usage"]["llm_calls"] == len(llm.history)
+
+
+def test_findings_and_evidence_are_deduplicated_across_researchers() -> None:
+    llm = ScriptedChatModel()
+    same = {"title": "Battery again", "question": "Who supplies the NR-7 battery?"}
+    _script(llm, plan=[SECTIONS[0], same])
+    report, _ = _run(llm)
+    claims = [f.claim for f in report.findings]
+    assert len(claims) == len(set(claims)) == 1
+    texts = [e.text for e in report.evidence]
+    assert len(texts) == len(set(texts))
+
+
+def test_unparseable_plan_becomes_one_section_with_a_note() -> None:
+    llm = ScriptedChatModel()
+    _script(llm, plan="I would split this into several parts.")
+    report, events = _run(llm)
+    assert report.plan is not None and len(report.plan.sections) == 1
+    assert report.plan.note and "plan failed" in report.plan.note
+    assert any(n.startswith("plan failed") for n in report.notes)
+    assert len(llm.calls("research-plan")) == 2  # asked once more with the problem
+    assert [e.section for e in events if e.type == "researcher_started"] == [
+        "Brief on the NR-7 battery and the Lyon office"
+    ]
+    assert report.findings  # the one section was still researched
+
+
+def test_a_failing_researcher_leaves_its_section_named_as_missing() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)
+    llm.add_rule(
+        lambda p: p.startswith("TASK: decompose") and "Lyon" in p, RuntimeError("index broke")
+    )
+    report, events = _run(llm)
+    assert report.missing == [
+        "section 'Lyon office': researcher failed: RuntimeError('index broke')"
+    ]
+    assert "Lyon office" in report.to_markdown().split("## Summary")[0]
+    assert "Kestrel Energy" in report.to_markdown()  # the other section survived
+    finished = {e.section: e.error for e in events if e.type == "researcher_finished"}
+    assert finished["Battery supplier"] is None and "index broke" in str(finished["Lyon office"])
+
+
+def test_spent_budget_writes_a_report_marked_cut_short() -> None:
+    llm = ScriptedChatModel()
+    plan = [dict(SECTIONS[0], complexity=3), SECTIONS[1], {"title": "Travel", "question": "x"}]
+    _script(llm, plan=plan)
+    # 13 calls: brief + plan leave 11, 3 are kept for the draft: 8 for 5 units of complexity.
+    report, _ = _run(llm, max_llm_calls=13)
+    assert report.cut_short
+    assert report.missing == [
+        "section 'Lyon office': budget spent before it was researched (1 call(s) left)",
+        "section 'Travel': budget spent before it was researched (1 call(s) left)",
+    ]
+    md = report.to_markdown()
+    assert md.count("Cut short") == 1 and "Kestrel Energy" in md
+    assert report.usage.llm_calls <= 13
+
+
+def test_researchers_run_concurrently_under_the_cap() -> None:
+    llm = InFlightModel()
+    _script(llm)
+    _run(llm, max_concurrency=2)
+    assert llm.max_in_flight["decompose"] == 2
+    one_at_a_time = InFlightModel()
+    _script(one_at_a_time)
+    _run(one_at_a_time, max_concurrency=1)
+    assert one_at_a_time.max_in_flight["decompose"] == 1
+
+
+def test_quality_gaps_trigger_one_gap_round_and_a_revision() -> None:
+    llm = ScriptedChatModel()
+    _script(llm, plan=[SECTIONS[0]])
+    llm.add_rule(
+        "TASK: research-check",
+        json.dumps({"covered": [True, False], "gaps": ["Lyon office employees"]}),
+        times=1,
+    )
+    report, events = _run(llm, max_revisions=2)
+    assert [e.gaps for e in events if e.type == "revision"] == [["Lyon office employees"]]
+    assert report.revisions == 1 and len(llm.calls("research-write")) == 2
+    assert "forty employees" in report.to_markdown()
+    assert report.quality is not None and report.quality.passed
+
+
+def test_uncited_and_unsupported_sentences_fail_the_structural_check() -> None:
+    llm = ScriptedChatModel()
+    _script(llm, plan=[SECTIONS[0]])
+    draft = {
+        "title": "t",
+        "sections": [
+            {
+                "title": "s",
+                "text": "The battery comes from a supplier nobody has named here. "
+                "Penguins migrate across frozen Antarctic glaciers yearly [E1].",
+            }
+        ],
+    }
+    llm.add_rule("TASK: research-write", json.dumps(draft))
+    report, _ = _run(llm, max_revisions=0)
+    q = report.quality
+    assert q is not None and not q.passed
+    assert q.uncited_sentences == ["The battery comes from a supplier nobody has named here."]
+    assert q.weak_citations == ["Penguins migrate across frozen Antarctic glaciers yearly."]
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"), [("(120 - 100) / 100", 0.2), ("1,250 * 2", 2500), ("-2 ** 3", -8)]
+)
+def test_calculator_does_arithmetic(expression: str, value: float) -> None:
+    assert calculate(expression) == pytest.approx(value)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "__import__('os')",
+        "x + 1",
+        "(1).real",
+        "'a' * 3",
+        "9 ** 999",
+        "10 ** 20 ** 3",
+        "1 / 0",
+        "[1, 2]",
+        "True + 1",
+        "lambda: 1",
+    ],
+)
+def test_calculator_refuses_anything_but_arithmetic(expression: str) -> None:
+    with pytest.raises(CalculatorError):
+        calculate(expression)
+
+
+def test_tool_calls_parse_from_plain_replies_and_errors_go_back_to_the_model() -> None:
+    registry = default_registry()
+    call = parse_tool_call('```json\n{"tool": "calculator", "args": {"expression": "3*4"}}\n```')
+    assert call == ToolCall("calculator", {"expression": "3*4"})
+    assert parse_tool_call("The answer is 12.") is None
+
+    async def go() -> list[tuple[str, bool]]:
+        calls = [
+            call,
+            ToolCall("shell", {"cmd": "ls"}),
+            ToolCall("calculator", {"expression": "open('x')"}),
+            ToolCall("calculator", {}),
+        ]
+        return [(r.output, r.error) for r in [await registry.call(c) for c in calls]]
+
+    results = asyncio.run(go())
+    assert results[0] == ("12", False)
+    assert results[1][1] and "unknown tool 'shell'" in results[1][0]
+    assert results[2][1] and "not allowed" in results[2][0]
+    assert results[3][1] and "expression" in results[3][0]
