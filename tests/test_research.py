@@ -9,10 +9,13 @@ import asyncio
 import json
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from deepsearcher.cli import app
 from deepsearcher.config import Settings
 from deepsearcher.llm import Completion, Message
 from deepsearcher.research import Report, ResearchRequest, stream_research
@@ -20,7 +23,9 @@ from deepsearcher.research.calculator import CalculatorError, calculate
 from deepsearcher.research.events import ResearchEvent
 from deepsearcher.research.tools import ToolCall, default_registry, parse_tool_call
 from deepsearcher.retrieval import Retriever
+from tests.llm_server import ScriptedLLMServer
 from tests.memory_index import MODEL, MemoryStore, WordHashEmbedder
+from tests.sample_docs import write_docs
 from tests.scripted_model import ScriptedChatModel, task_of
 
 CORPUS = {
@@ -335,3 +340,38 @@ def test_tool_calls_parse_from_plain_replies_and_errors_go_back_to_the_model() -
     assert results[1][1] and "unknown tool 'shell'" in results[1][0]
     assert results[2][1] and "not allowed" in results[2][0]
     assert results[3][1] and "expression" in results[3][0]
+
+
+def test_research_command_end_to_end(tmp_path: Path, llm_server: ScriptedLLMServer) -> None:
+    """Through the real CLI: Milvus Lite, the packaged embedder, the scripted LLM server."""
+    env = {
+        "DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "r.db"),
+        "DEEPSEARCHER_LLM__BASE_URL": llm_server.base_url,
+    }
+    docs = write_docs(tmp_path / "docs")
+    loaded = CliRunner().invoke(app, ["load", str(docs), "--collection", "docs"], env=env)
+    assert loaded.exit_code == 0, loaded.output
+    llm_server.add_rule("TASK: research-brief", json.dumps(BRIEF))
+    llm_server.add_rule("TASK: research-plan", json.dumps(SECTIONS))
+    llm_server.add_rule("TASK: research-write", lambda req: _write(_server_prompt(req)))
+    llm_server.add_rule("TASK: research-check", json.dumps({"covered": [True, True]}))
+    out = tmp_path / "report.json"
+    res = CliRunner().invoke(app, ["research", "Brief me", "--json", "--out", str(out)], env=env)
+    assert res.exit_code == 0, res.output
+    assert "plan 2 section(s): Battery supplier, Lyon office" in res.stderr
+    report = json.loads(out.read_text())
+    numbers = {s["n"] for s in report["sources"]}
+    cited = {int(n) for s in report["sections"] for n in re.findall(r"\[(\d+)\]", s["text"])}
+    assert cited and cited <= numbers
+    assert report["usage"]["llm_calls"] == len(llm_server.requests)
+    assert not report["missing"] and not report["cut_short"]
+    empty = CliRunner().invoke(app, ["research", "  "], env=env)
+    assert empty.exit_code == 1 and "error: the request is empty" in empty.stderr
+
+
+def _server_prompt(req: dict[str, Any]) -> str:
+    return "\n".join(
+        m["content"]
+        for m in req["messages"]
+        if m["role"] == "user" and isinstance(m["content"], str)
+    )
