@@ -246,6 +246,31 @@ def test_spent_budget_writes_a_report_marked_cut_short() -> None:
     assert report.usage.llm_calls <= 13
 
 
+def test_budget_spent_inside_the_researchers_cuts_the_report_short() -> None:
+    """The token budget runs out after the researchers started: the shared budget refuses
+    their next calls, each section says it has no findings and why, the report is cut short."""
+    llm = ScriptedChatModel()
+    _script(llm)
+    _run(llm)
+    brief_and_plan = (
+        sum(sum(len(m["content"].split()) for m in messages) for messages in llm.history[:2])
+        + len(json.dumps(BRIEF).split())
+        + len(json.dumps(SECTIONS).split())
+    )
+    llm = ScriptedChatModel()
+    _script(llm)
+    report, _ = _run(llm, max_tokens=brief_and_plan + 1)
+    assert report.cut_short == f"token budget of {brief_and_plan + 1} reached"
+    assert [m.split(":")[0] for m in report.missing] == [
+        "section 'Battery supplier'",
+        "section 'Lyon office'",
+    ]
+    assert all("research budget spent" in m for m in report.missing)
+    assert llm.calls("decompose") and not llm.calls("answer")
+    md = report.to_markdown()
+    assert "Cut short" in md and "Missing" in md and not report.sources
+
+
 def test_researchers_run_concurrently_under_the_cap() -> None:
     llm = InFlightModel()
     _script(llm)
