@@ -318,6 +318,49 @@ def test_uncited_and_unsupported_sentences_fail_the_structural_check() -> None:
     assert q.weak_citations == ["Penguins migrate across frozen Antarctic glaciers yearly."]
 
 
+def test_figures_come_from_the_calculator_on_cited_numbers_in_a_bounded_loop() -> None:
+    llm = ScriptedChatModel()
+    plan = [
+        {"title": "Per diem", "question": "What is the international per diem?"},
+        {"title": "Approval", "question": "Which travel expenses need approval from the CFO?"},
+    ]
+    _script(llm, plan=plan)
+    steps = [
+        {"expression": "500 / 95", "evidence": ["E1", "E2"], "claim": "Days of per diem"},
+        {"expression": "500 / 90", "evidence": ["E2"], "claim": "A figure nobody wrote"},
+    ]
+    replies = [
+        *(json.dumps({"tool": "calculator", "args": a}) for a in steps),
+        json.dumps({"tool": "shell", "args": {"cmd": "ls"}}),
+        json.dumps({"tool": "think", "args": {"thought": "check the limit"}}),
+        "DONE",
+    ]
+    llm.add_rule("TASK: research-figures", lambda p: replies[p.count("TOOL RESULT")])
+    report, events = _run(llm, figures=True)
+    calls = [e for e in events if e.type == "tool_call"]
+    assert [(c.tool, c.error) for c in calls] == [
+        ("calculator", False),
+        ("calculator", True),
+        ("shell", True),
+        ("think", False),
+    ]
+    assert "90 does not appear in E2" in calls[1].result
+    assert "unknown tool 'shell'" in calls[2].result
+    # Each error went back to the model, and the loop stopped at its bound, not at DONE.
+    assert (
+        "TOOL RESULT (calculator): error: 90 does not appear"
+        in llm.calls("research-figures")[2][-1]["content"]
+    )
+    assert len(llm.calls("research-figures")) == 4
+    assert "figures step stopped after 4 tool calls" in report.notes
+    figure = next(f for f in report.findings if f.section == "Figures")
+    assert figure.claim == "Days of per diem: 500 / 95 = 5.26316"
+    # Traceable: every number in the expression is in the passages the figure cites.
+    cited = " ".join(e.text for e in report.evidence if e.id in figure.evidence)
+    assert "95 dollars" in cited and "500 dollars" in cited
+    assert re.search(r"500 / 95 = 5\.26316\.? ?\[\d+\]\[\d+\]", report.to_markdown())
+
+
 @pytest.mark.parametrize(
     ("expression", "value"), [("(120 - 100) / 100", 0.2), ("1,250 * 2", 2500), ("-2 ** 3", -8)]
 )

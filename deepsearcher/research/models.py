@@ -25,7 +25,7 @@ class ResearchRequest:
     max_llm_calls: int | None = None  # the whole run's budget, shared by every stage
     max_tokens: int | None = None
     timeout_s: float | None = None
-    web: bool = False
+    figures: bool = False  # derive figures from the findings with the calculator tool
 
 
 @dataclass

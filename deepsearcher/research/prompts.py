@@ -53,3 +53,21 @@ Questions:
 
 Draft:
 {draft}"""
+
+FIGURES = """TASK: research-figures
+Some findings below hold figures. When a figure the brief needs can be derived from them (a \
+sum, a difference, a ratio, a growth rate), compute it with a tool: one tool call per reply, \
+as one JSON object, e.g.
+{{"tool": "calculator", "args": {{"expression": "(120 - 100) / 100", "evidence": ["E1", "E2"], \
+"claim": "growth of revenue from 2023 to 2024"}}}}
+Every number in the expression must appear in the evidence you name. Tools:
+{tools}
+When nothing is left to compute, reply DONE.
+
+Brief:
+{brief}
+
+Findings:
+{findings}"""
+
+TOOL_RESULT = "TOOL RESULT ({tool}): {output}"

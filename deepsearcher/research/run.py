@@ -15,13 +15,14 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
 from deepsearcher.agents import DeepSearchAgent
 from deepsearcher.agents.base import ask, escape_attribute, escape_document, messages_for
+from deepsearcher.agents.parsing import clean_output
 from deepsearcher.agents.prompts import DOCUMENT
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, DeepSearcherError, LLMError
@@ -39,6 +40,7 @@ from deepsearcher.research.events import (
     ResearchEvent,
     ResearchNoteEvent,
     RevisionEvent,
+    ToolCallEvent,
 )
 from deepsearcher.research.models import (
     Evidence,
@@ -61,6 +63,14 @@ from deepsearcher.research.parsing import (
     parse_hypotheses,
     parse_plan,
 )
+from deepsearcher.research.tools import (
+    CALCULATOR,
+    THINK,
+    Tool,
+    ToolArgumentError,
+    ToolRegistry,
+    parse_tool_call,
+)
 from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
 from deepsearcher.tools.web import WebSearchTool
@@ -79,63 +89,18 @@ _CITATION = re.compile(r"\[(\d{1,3})\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _CITE_AFTER_END = re.compile(r"([.!?])\s*((?:\[[^\]\n]{1,40}\])+)")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.!?,;:])")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_CONSTANTS = frozenset({"1", "100"})  # shares and percentages need them without a source
+MAX_TOOL_STEPS = 4
 _MARKER = re.compile(r"^\s*(?:[-*•+]\s+|\d{1,3}[.)]\s+)")
 _WORD = re.compile(r"[a-z0-9][a-z0-9.%-]*[a-z0-9%]|[0-9]", re.IGNORECASE)
-_STOP = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "are",
-        "was",
-        "were",
-        "with",
-        "that",
-        "this",
-        "from",
-        "have",
-        "has",
-        "had",
-        "not",
-        "but",
-        "its",
-        "their",
-        "they",
-        "them",
-        "what",
-        "which",
-        "when",
-        "where",
-        "who",
-        "whom",
-        "will",
-        "would",
-        "could",
-        "should",
-        "about",
-        "into",
-        "than",
-        "then",
-        "there",
-        "these",
-        "those",
-        "been",
-        "being",
-        "also",
-        "such",
-        "each",
-        "other",
-        "more",
-        "most",
-        "some",
-        "any",
-        "all",
-        "our",
-        "your",
-        "does",
-        "did",
-    ]
+_STOP_WORDS = (
+    "the and for are was were with that this from have has had not but its their they "
+    "them what which when where who whom will would could should about into than then "
+    "there these those been being also such each other more most some any all our your "
+    "does did"
 )
+_STOP = frozenset(_STOP_WORDS.split())
 # Notes of a researcher whose answer step produced no generated answer (only passages).
 _NO_ANSWER_NOTES = ("answer step failed", "no time left to write the answer", "LLM unreachable")
 
@@ -249,6 +214,8 @@ class _Run:
         brief = await self.make_brief()
         plan = await self.make_plan(brief)
         await self.research(plan.sections)
+        if self.request.figures:
+            await self.figures(brief)
         draft = await self.write(brief)
         quality = self.check_structure(draft, brief)
         quality = await self.check(draft, brief, quality)
@@ -415,6 +382,67 @@ class _Run:
             merged = Finding(finding.claim, ids, finding.section)
             self.findings.append(merged)
             seen[_norm(merged.claim)] = merged
+
+    # -- 3b. derived figures: a bounded tool loop with the calculator -----------------------
+
+    async def figures(self, brief: ResearchBrief) -> None:
+        """Derived figures (sums, ratios, growth) as findings, each computed by the calculator
+        from numbers that appear in the evidence it cites; anything else is fed back as an
+        error for the model to correct. At most ``MAX_TOOL_STEPS`` calls."""
+        with_numbers = [f for f in self.findings if _NUMBER.search(f.claim)]
+        if not with_numbers:
+            return
+        registry = ToolRegistry([Tool(CALCULATOR.name, CALCULATOR.description, self._calc), THINK])
+        messages = messages_for(
+            prompts.FIGURES.format(
+                tools=registry.describe(),
+                brief=_brief_text(brief),
+                findings=_findings_text(with_numbers),
+            )
+        )
+        for _step in range(MAX_TOOL_STEPS):
+            try:
+                reply = await ask(self.ctx, messages, clean_output)
+            except (LLMError, BudgetExceeded) as exc:
+                self.note(f"figures step stopped ({exc.message})")
+                return
+            call = parse_tool_call(reply)
+            if call is None:
+                return  # DONE, or prose: nothing (more) to compute
+            result = await registry.call(call)
+            self.emit(
+                ToolCallEvent(
+                    tool=call.name, arguments=call.args, result=result.output, error=result.error
+                )
+            )
+            messages = [
+                *messages,
+                {"role": "assistant", "content": reply},
+                {
+                    "role": "user",
+                    "content": prompts.TOOL_RESULT.format(tool=call.name, output=result.output),
+                },
+            ]
+        self.note(f"figures step stopped after {MAX_TOOL_STEPS} tool calls")
+
+    async def _calc(self, args: Mapping[str, Any]) -> str:
+        expression, claim = args.get("expression"), args.get("claim")
+        ids = args.get("evidence")
+        if not isinstance(expression, str) or not isinstance(claim, str):
+            raise ToolArgumentError('calculator takes "expression", "evidence" and "claim"')
+        by_id = {e.id: e for e in self.evidence.values()}
+        if not isinstance(ids, list) or not ids or any(i not in by_id for i in ids):
+            raise ToolArgumentError(f"name the evidence ids the figures come from: {list(by_id)}")
+        passages = " ".join(by_id[i].text for i in ids).replace(",", "")
+        found = {n.rstrip(".") for n in _NUMBER.findall(passages)}
+        for number in _NUMBER.findall(expression.replace(",", "")):
+            if number.rstrip(".") not in found and number not in _CONSTANTS:
+                raise ToolArgumentError(f"{number} does not appear in {', '.join(ids)}")
+        value = await CALCULATOR.run({"expression": expression})
+        self.findings.append(
+            Finding(f"{claim.strip()}: {expression.strip()} = {value}", list(ids), "Figures")
+        )
+        return value
 
     # -- 4. draft ------------------------------------------------------------------------
 
