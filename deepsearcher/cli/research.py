@@ -46,6 +46,14 @@ def research_command(
     concurrency: Annotated[
         int, typer.Option("--concurrency", min=1, help="Researchers running at once.")
     ] = 3,
+    figures: Annotated[
+        bool,
+        typer.Option(
+            "--figures",
+            help="Derive figures (sums, ratios, growth) from the findings with the calculator; "
+            "every number must appear in the evidence it cites.",
+        ),
+    ] = False,
     no_clarify: Annotated[
         bool,
         typer.Option(
@@ -75,6 +83,7 @@ def research_command(
             max_revisions=max_revisions,
             max_llm_calls=max_llm_calls,
             max_concurrency=concurrency,
+            figures=figures,
         )
         err = err_console()
         with (
