@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from deepsearcher.cli import app
 from deepsearcher.config import Settings
+from deepsearcher.errors import LLMError
 from deepsearcher.llm import Completion, Message
 from deepsearcher.research import Report, ResearchRequest, stream_research
 from deepsearcher.research.calculator import CalculatorError, calculate
@@ -271,6 +272,19 @@ def test_budget_spent_inside_the_researchers_cuts_the_report_short() -> None:
     assert "Cut short" in md and "Missing" in md and not report.sources
 
 
+def test_a_failed_draft_lists_the_findings_with_their_citations() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)
+    llm.add_rule("TASK: research-write", LLMError("model overloaded"))
+    report, _ = _run(llm, max_revisions=0)
+    assert report.summary.startswith("No written report: model overloaded.")
+    assert [s.title for s in report.sections] == ["Battery supplier", "Lyon office"]
+    md = report.to_markdown()
+    assert "Kestrel Energy" in md and "forty employees" in md
+    assert _citations(md) == {s.n for s in report.sources} == {1, 2}
+    assert any(n.startswith("draft failed (model overloaded)") for n in report.notes)
+
+
 def test_researchers_run_concurrently_under_the_cap() -> None:
     llm = InFlightModel()
     _script(llm)
@@ -443,3 +457,12 @@ def _server_prompt(req: dict[str, Any]) -> str:
         for m in req["messages"]
         if m["role"] == "user" and isinstance(m["content"], str)
     )
+
+
+def test_research_help_and_readme() -> None:
+    res = CliRunner().invoke(app, ["research", "--help"], env={"COLUMNS": "100"})
+    assert res.exit_code == 0
+    assert "<bool>" not in res.output and "--max-sections" in res.output
+    assert not re.search(r"--verbose\s+(-v\s+)?<int>", res.output)
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "deepsearcher research" in readme and "## Research reports (preview)" in readme
