@@ -178,7 +178,7 @@ def test_report_cites_sources_that_resolve_to_evidence() -> None:
     assert "robots.txt" in md.split("## Sources")[1]
     # The brief records the question it did not ask; the hypotheses keep only real evidence.
     assert report.brief is not None
-    assert any("Which office do you mean?" in a for a in report.brief.assumptions)
+    assert "not asked (non-interactive): Which office do you mean?" in report.brief.assumptions
     statuses = {h.statement: h.status for h in report.hypotheses}
     assert statuses == {"One supplier for the battery": "supported", "Lyon will grow": "open"}
     assert report.quality is not None and report.quality.passed and report.quality.coverage == 1
@@ -188,6 +188,26 @@ def test_report_cites_sources_that_resolve_to_evidence() -> None:
         assert stage in types
     assert "hypothesis" in types
     assert report.to_dict()["usage"]["llm_calls"] == len(llm.history)
+
+
+def test_an_answered_clarifying_question_rewrites_the_brief() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)
+    asked: list[str] = []
+
+    async def clarify(question: str) -> str:
+        asked.append(question)
+        return "the Lyon office in France"
+
+    clear = dict(BRIEF, question="", goal="Lyon office headcount")
+    llm.add_rule(lambda p: "The user answered: the Lyon office" in p, json.dumps(clear))
+    report, _ = _run(llm, clarify=clarify)
+    assert asked == ["Which office do you mean?"]
+    assert report.brief is not None and report.brief.goal == "Lyon office headcount"
+    assert report.brief.assumptions[0] == (
+        "clarified: Which office do you mean? -> the Lyon office in France"
+    )
+    assert len(llm.calls("research-brief")) == 2
 
 
 def test_findings_and_evidence_are_deduplicated_across_researchers() -> None:

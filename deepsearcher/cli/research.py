@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -58,8 +60,8 @@ def research_command(
         bool,
         typer.Option(
             "--no-clarify",
-            help="Never ask a clarifying question. The only mode so far: the brief records "
-            "the assumption it made instead.",
+            help="Never ask a clarifying question: the brief records the assumption it made "
+            "instead (always so when stdin is not a terminal).",
         ),
     ] = False,
     config: ConfigOpt = None,
@@ -97,6 +99,16 @@ def research_command(
                     err.print(line, highlight=False)
                 status.update(f"research: {event.type.replace('_', ' ')}")
 
+            async def ask_user(question: str) -> str | None:
+                status.stop()  # the spinner would overwrite the prompt
+                try:
+                    reply = await asyncio.to_thread(err.input, f"[bold]? {question}[/] ")
+                finally:
+                    status.start()
+                return reply.strip() or None
+
+            if not no_clarify and sys.stdin.isatty():
+                req = replace(req, clarify=ask_user)
             report = asyncio.run(run_research(ds, req, on_event=show))
         text = (
             json.dumps(report.to_dict(), ensure_ascii=False, indent=2)

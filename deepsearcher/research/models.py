@@ -3,7 +3,7 @@ findings researchers hand back, hypotheses, the quality check and the final ``Re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -26,6 +26,9 @@ class ResearchRequest:
     max_tokens: int | None = None
     timeout_s: float | None = None
     figures: bool = False  # derive figures from the findings with the calculator tool
+    # Asks the user the brief's clarifying question (an interactive CLI); returns the reply,
+    # or None to go on with the assumption. Without it the brief records what it assumed.
+    clarify: Callable[[str], Awaitable[str | None]] | None = None
 
 
 @dataclass
@@ -36,6 +39,7 @@ class ResearchBrief:
     must_answer: list[str] = field(default_factory=list)
     constraints: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
+    question: str = ""  # the clarifying question the model would ask, if any
 
 
 @dataclass

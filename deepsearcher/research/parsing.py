@@ -60,8 +60,7 @@ def parse_brief(text: str, *, request: str) -> ResearchBrief:
         constraints=_texts(data.get("constraints")),
         assumptions=_texts(data.get("assumptions")),
     )
-    if question := _text(data.get("question")):
-        brief.assumptions.append(f"not asked (no interactive clarification): {question}")
+    brief.question = _text(data.get("question"))
     return brief
 
 

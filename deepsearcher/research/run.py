@@ -259,10 +259,36 @@ class _Run:
         except (LLMError, BudgetExceeded) as exc:
             self.note(f"brief failed ({exc.message}); researching the request as asked")
             brief = ResearchBrief(goal=request, must_answer=[request])
+        if brief.question:
+            brief = await self.clarified(brief)
         if not brief.must_answer:
             brief.must_answer = [request]
         self.emit(BriefEvent(brief=brief))
         return brief
+
+    async def clarified(self, brief: ResearchBrief) -> ResearchBrief:
+        """The brief after the user answered its clarifying question (one more call); without
+        a way to ask, or no reply, the brief as it was, saying what it did not ask."""
+        question, request = brief.question, self.request.request
+        reply = await self.request.clarify(question) if self.request.clarify else None
+        if not reply:
+            asked = "no reply" if self.request.clarify else "not asked (non-interactive)"
+            brief.assumptions.append(f"{asked}: {question}")
+            return brief
+        clarified = f"{request}\n(Asked: {question} The user answered: {reply})"
+        try:
+            new = await ask(
+                self.ctx,
+                messages_for(prompts.BRIEF.format(request=escape_document(clarified))),
+                partial(parse_brief, request=request),
+            )
+        except (LLMError, BudgetExceeded) as exc:
+            self.note(f"brief after clarification failed ({exc.message}); keeping the first")
+            brief.assumptions.append(f"clarified: {question} -> {reply}")
+            return brief
+        new.question = ""  # one question per run: the answer is in the brief now
+        new.assumptions.insert(0, f"clarified: {question} -> {reply}")
+        return new
 
     # -- 2. plan -------------------------------------------------------------------------
 
