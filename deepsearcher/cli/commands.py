@@ -17,6 +17,7 @@ from deepsearcher.cli.console import err_console, fail, out_console, reported_er
 from deepsearcher.cli.eval import eval_command
 from deepsearcher.cli.logs import setup_logging
 from deepsearcher.cli.options import CollectionOpt, ConfigOpt, JsonOpt, VerboseOpt, make_settings
+from deepsearcher.cli.research import research_command
 from deepsearcher.config import Settings
 from deepsearcher.errors import CollectionNotFoundError, DeepSearcherError
 from deepsearcher.ingest import require_loaded
@@ -319,6 +320,7 @@ def show_config(config: ConfigOpt = None) -> None:
 
 
 app.command("eval")(eval_command)
+app.command("research")(research_command)
 
 
 def main() -> None:
