@@ -53,9 +53,9 @@ class Retriever:
             return None
         old = []
         for name in names:
-            if not await asyncio.to_thread(self.store.has_filter_fields, name):
-                if await asyncio.to_thread(self.store.count, name):
-                    old.append(name)
+            recorded = await asyncio.to_thread(self.store.has_filter_fields, name)
+            if not recorded and await asyncio.to_thread(self.store.count, name) > 0:
+                old.append(name)
         if not old:
             return None
         return (
