@@ -67,14 +67,17 @@ def write_corpus(root: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         _mtime(path, day)
-    pdf = make_pdf(
-        root / "finance" / "report.pdf",
-        [
-            "# Budget policy\nPage one: the budget policy covers all departments.",
-            "# Spending\nPage two: spending above 500 euros needs the CFO.",
-            "# Audit\nPage three: the audit policy runs every spring.",
-        ],
-    )
+    # Each page long enough (~250 tokens) to be chunked on its own.
+    topics = [
+        "the budget policy covers all departments",
+        "spending above 500 euros needs the CFO",
+        "the audit policy runs every spring",
+    ]
+    pages = [
+        f"# Section {n}\n" + "\n".join(f"Page {n}, line {i}: {topic}." for i in range(18))
+        for n, topic in enumerate(topics, start=1)
+    ]
+    pdf = make_pdf(root / "finance" / "report.pdf", pages)
     _mtime(pdf, "2026-01-15")
     mail = root / "mail"
     mail.mkdir()
