@@ -200,7 +200,8 @@ def instrument_pipeline(clock: StageClock, ingest: Any) -> None:
     the library files are unchanged)."""
     import loaders
 
-    parse_file = loaders.parse_file
+    # ingest imports parse_file at its top (issue #13): wrap that name too, or parse is untimed.
+    parse_file = getattr(ingest, "parse_file", loaders.parse_file)
     hash_file = ingest.hash_file
 
     def timed_parse(*args: Any, **kwargs: Any) -> Any:
@@ -217,6 +218,8 @@ def instrument_pipeline(clock: StageClock, ingest: Any) -> None:
                 return super().split(*args, **kwargs)
 
     loaders.parse_file = timed_parse  # type: ignore[assignment]
+    if hasattr(ingest, "parse_file"):
+        ingest.parse_file = timed_parse
     ingest.hash_file = timed_hash  # type: ignore[assignment]
     ingest.Chunker = TimedChunker  # type: ignore[misc]
 
