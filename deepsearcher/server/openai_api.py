@@ -28,13 +28,17 @@ class SearchOptions(BaseModel):
     agent: Literal["deep", "naive"] | None = None
     max_iter: int | None = Field(None, ge=1, le=10)
     top_k: int | None = Field(None, ge=1, le=100)
+    cache: bool = True  # false: search afresh even when the answer is cached
 
     def options(self) -> dict[str, Any]:
-        return {
+        options = {
             k: getattr(self, k)
             for k in ("agent", "max_iter", "top_k")
             if getattr(self, k) is not None
         }
+        if not self.cache:
+            options["cache"] = False  # not a QueryOptions field: taken out by the service
+        return options
 
 
 class ChatMessage(BaseModel):
