@@ -41,6 +41,7 @@ def _with_llm(settings: Settings, server: ScriptedLLMServer, **cache: Any) -> Se
     s.llm.base_url = server.base_url
     s.llm.model = "scripted"
     s.query.max_iter = 1
+    s.cache.enabled = True  # the settings fixture turns it off for every other test
     for key, value in cache.items():
         setattr(s.cache, key, value)
     return s
@@ -242,7 +243,10 @@ def test_cli_json_shows_cached_on_the_second_run(
     assert bypassed["cached"] is False and bypass_calls > 0
 
 
-def test_http_query_and_chat_show_cached(serve: Serve, llm_server: ScriptedLLMServer) -> None:
+def test_http_query_and_chat_show_cached(
+    serve: Serve, searcher: Any, llm_server: ScriptedLLMServer
+) -> None:
+    searcher.settings.cache.enabled = True  # off in the settings fixture
     url = serve()
     body = {"question": QUESTION, "max_iter": 1}
     first = httpx.post(f"{url}/v1/query", json=body, timeout=60).json()
