@@ -25,7 +25,7 @@ from deepsearcher.ingest import Ingestor, ProgressCallback
 from deepsearcher.options import QueryOptions
 from deepsearcher.retrieval import Retriever
 from deepsearcher.store import CollectionInfo, VectorStore, build_store, validate_collection_name
-from deepsearcher.types import Answer, AnswerDeltaEvent, DoneEvent, Event, LoadReport
+from deepsearcher.types import Answer, AnswerDeltaEvent, DoneEvent, Event, LoadReport, Usage
 
 if TYPE_CHECKING:
     # Type-only: the modules below import the openai SDK (seconds), which a process that
@@ -241,7 +241,7 @@ class DeepSearcher:
                 cache = key = hit = None
             if hit is not None:
                 hit.question = question
-                hit.usage = type(hit.usage)()  # this reply cost no LLM call
+                hit.usage = Usage()  # this reply cost no LLM call
                 hit.seconds = time.perf_counter() - t0
                 yield AnswerDeltaEvent(text=hit.answer)
                 yield DoneEvent(answer=hit)

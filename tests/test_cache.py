@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from typer.testing import CliRunner
@@ -31,6 +32,7 @@ from tests.server_fixtures import (  # noqa: F401 (fixtures are used as paramete
     searcher,
     serve,
 )
+from tests.test_mcp import _data, _http
 
 ASKED = "What payload does the NR-7 robot carry?"
 REPHRASED = "  what PAYLOAD does the NR-7 robot   carry "
@@ -273,3 +275,26 @@ def test_http_query_and_chat_show_cached(
     deltas = [f["choices"][0]["delta"].get("content") for f in frames if f["choices"]]
     assert deltas[1] == first["answer"]  # after the role frame: the answer as one delta
     assert frames[-1]["deepsearcher"]["cached"] is True
+
+
+def test_mcp_deep_search_shows_cached(
+    serve: Serve, searcher: Any, llm_server: ScriptedLLMServer
+) -> None:
+    searcher.settings.cache.enabled = True  # off in the settings fixture
+    url = serve()
+    ask = {"question": QUESTION, "max_iter": 1}
+
+    async def calls() -> list[tuple[dict[str, Any], int]]:
+        out = []
+        async with _http(url, None) as session:
+            for args in (ask, {**ask, "question": QUESTION.upper()}, {**ask, "cache": False}):
+                before = len(llm_server.requests)
+                answer = _data(await session.call_tool("deep_search", args))
+                out.append((answer, len(llm_server.requests) - before))
+        return out
+
+    (first, first_calls), (second, second_calls), (fresh, fresh_calls) = anyio.run(calls)
+    assert first["cached"] is False and first_calls > 0
+    assert second["cached"] is True and second_calls == 0
+    assert second["answer"] == first["answer"] and second["sources"] == first["sources"]
+    assert fresh["cached"] is False and fresh_calls > 0
