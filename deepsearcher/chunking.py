@@ -54,6 +54,23 @@ def chunk_id_for(doc_id: str, content_hash: str, index: int) -> str:
     return hashlib.sha1(f"{doc_id}:{content_hash}:{index}".encode()).hexdigest()
 
 
+_META_VALUE_MAX = 1000
+
+
+def filterable_metadata(metadata: dict[str, object]) -> dict[str, object]:
+    """The loader metadata a filter can test (``meta.NAME``): scalar values under plain names,
+    long strings cut; lists such as attachments are left out."""
+    out: dict[str, object] = {}
+    for key, value in metadata.items():
+        if not (isinstance(key, str) and key.isidentifier() and key.isascii()):
+            continue
+        if isinstance(value, str):
+            out[key] = value[:_META_VALUE_MAX]
+        elif isinstance(value, bool | int | float):
+            out[key] = value
+    return out
+
+
 def display_name(source: str) -> str:
     """The file name of a path, or host + path of a URL: what a reader recognises."""
     if "://" in source:
@@ -133,6 +150,7 @@ class Chunker:
             else:
                 pieces += self._split_record(doc.text, el)
         starts = [e.start for e in doc.elements]
+        doc_meta = filterable_metadata(doc.metadata)
         chunks: list[Chunk] = []
         for piece in pieces:
             pages, heading = _locate(doc.elements, starts, piece.start, piece.end)
@@ -150,6 +168,7 @@ class Chunker:
                 heading=heading,
                 file_type=doc.file_type,
                 record_id=piece.record_id,
+                doc_meta=doc_meta,
             )
             if self.settings.context_prefix:
                 chunk.context = self._context(doc, chunk)

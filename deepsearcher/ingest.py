@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +67,13 @@ def hash_file(path: Path) -> str:
         while block := fh.read(_HASH_BLOCK):
             h.update(block)
     return h.hexdigest()
+
+
+def modified_time(path: Path) -> str:
+    """The file's modification time as ISO text in UTC, which sorts as time does (filters
+    compare it as text)."""
+    mtime = path.stat().st_mtime
+    return datetime.fromtimestamp(mtime, UTC).isoformat(timespec="seconds")
 
 
 def collection_meta(settings: Settings, embedder_dim: int, description: str = "") -> CollectionMeta:
@@ -334,7 +342,11 @@ class _Pipeline:
     def chunk_file(self, job: _FileJob) -> list[Chunk]:
         """Blocking: runs in a worker thread."""
         doc = parse_file(job.path, self.ingestor.settings.loading)
-        return self.chunker.split(doc, content_hash=job.content_hash)
+        chunks = self.chunker.split(doc, content_hash=job.content_hash)
+        modified = modified_time(job.path)
+        for chunk in chunks:
+            chunk.modified = modified
+        return chunks
 
     async def parse_one(self, job: _FileJob) -> None:
         fail = self.ingestor._fail

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 
 from deepsearcher.errors import DeepSearcherError
+from deepsearcher.filters import Filter
 
 
 class UnknownOptionError(DeepSearcherError):
@@ -32,6 +33,9 @@ class QueryOptions:
     # The collections this question may touch at all (an API key's access), whatever is
     # requested or routed to; None: every collection. Empty: none.
     allowed_collections: Sequence[str] | None = None
+    # Metadata conditions every search must meet (source glob, type, dates, pages, loader
+    # metadata); a request's JSON or a list of "KEY OP VALUE" strings is parsed into a Filter.
+    filter: Filter | None = None
 
     def __post_init__(self) -> None:
         if self.collections is not None:
@@ -39,6 +43,10 @@ class QueryOptions:
             object.__setattr__(self, "collections", tuple(self.collections) or None)
         if self.allowed_collections is not None:
             object.__setattr__(self, "allowed_collections", tuple(self.allowed_collections))
+        if self.filter is not None and not isinstance(self.filter, Filter):
+            object.__setattr__(self, "filter", Filter.from_json(self.filter))
+        elif self.filter is not None and not self.filter:
+            object.__setattr__(self, "filter", None)
 
     @classmethod
     def names(cls) -> list[str]:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from deepsearcher.config import Settings
 from deepsearcher.embedding import Embedder
 from deepsearcher.errors import CollectionNotFoundError, IncompatibleCollectionError
+from deepsearcher.filters import Filter
 from deepsearcher.store import CollectionInfo, VectorStore
 from deepsearcher.types import Hit
 
@@ -23,6 +24,7 @@ class Retriever:
         self.store = store
         self.settings = settings
         self.allowed: frozenset[str] | None = None  # None: every collection
+        self.filter: Filter | None = None  # metadata conditions every search must meet
 
     def within(self, allowed: Iterable[str] | None) -> Retriever:
         """A retriever that sees and searches only ``allowed`` (an API key's collections):
@@ -33,6 +35,33 @@ class Retriever:
         wanted = frozenset(allowed)
         scoped.allowed = wanted if self.allowed is None else wanted & self.allowed
         return scoped
+
+    def filtered(self, flt: Filter | None) -> Retriever:
+        """A retriever whose every search also meets ``flt`` (ANDed with any filter it has)."""
+        if not flt:
+            return self
+        scoped = copy.copy(self)
+        scoped.filter = Filter((*self.filter.conditions, *flt.conditions)) if self.filter else flt
+        return scoped
+
+    async def filter_note(self, names: Sequence[str]) -> str | None:
+        """A note naming the collections loaded before filters existed: their chunks lack the
+        keys a filter tests, so a filtered search finds nothing there until they are reloaded."""
+        if not self.filter:
+            return None
+        if self.filter.fields <= {"source", "type"}:  # stored by every version
+            return None
+        old = []
+        for name in names:
+            recorded = await asyncio.to_thread(self.store.has_filter_fields, name)
+            if not recorded and await asyncio.to_thread(self.store.count, name) > 0:
+                old.append(name)
+        if not old:
+            return None
+        return (
+            f"filter ({self.filter}) matches nothing in {', '.join(old)}: loaded before "
+            "filters existed; reload with --force to record dates, pages and metadata"
+        )
 
     def _permitted(self, name: str) -> bool:
         return self.allowed is None or name in self.allowed
@@ -99,7 +128,13 @@ class Retriever:
         per_collection = await asyncio.gather(
             *(
                 asyncio.to_thread(
-                    self.store.search, name, vectors, top_k, texts=list(queries), hybrid=hybrid
+                    self.store.search,
+                    name,
+                    vectors,
+                    top_k,
+                    texts=list(queries),
+                    hybrid=hybrid,
+                    filter=self.filter,
                 )
                 for name in collections
             )

@@ -201,7 +201,7 @@ class DeepSearcher:
             options.agent or self.settings.query.agent,
             self.settings,
             self.llm,
-            self.retriever.within(options.allowed_collections),
+            self.retriever.within(options.allowed_collections).filtered(options.filter),
             self._web_tool(options.web),
         )
 

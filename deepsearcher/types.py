@@ -64,6 +64,10 @@ class Chunk:
     # Where the chunk sits ("report.pdf › 6. Sick leave"), embedded and BM25-indexed with the
     # text (chunking.context_prefix) but never shown as part of the passage.
     context: str = ""
+    # For metadata filters: the file's modification time (ISO, UTC) and the loader's scalar
+    # metadata (e-mail from/subject/date, encoding...), shared by a document's chunks.
+    modified: str | None = None
+    doc_meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def page(self) -> int | None:

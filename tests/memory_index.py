@@ -88,7 +88,10 @@ class MemoryStore:
         *,
         texts: Sequence[str] | None = None,
         hybrid: bool = False,
+        filter: object = None,
     ) -> list[list[Hit]]:
+        if filter:
+            raise NotImplementedError("the in-memory index does not filter; use Milvus Lite")
         scores = vectors @ self._vectors[name].T
         results = []
         for row in scores:
@@ -97,6 +100,9 @@ class MemoryStore:
                 [Hit(**{**self._passages[name][i].__dict__, "score": float(row[i])}) for i in order]
             )
         return results
+
+    def has_filter_fields(self, name: str) -> bool:
+        return True
 
     def close(self) -> None:
         pass

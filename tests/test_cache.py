@@ -127,6 +127,7 @@ def test_other_options_collections_or_access_are_asked_afresh(
         QueryOptions(collections=["docs"]),
         QueryOptions(allowed_collections=["docs"]),  # another key's access
         QueryOptions(agent="naive"),
+        QueryOptions(filter=["source=**/*.md"]),  # a metadata filter
     ):
         answer, calls = _ask(ds, llm_server, options=options)
         assert not answer.cached and calls > 0, options

@@ -113,8 +113,12 @@ _WATCH_ANSWER = """() => {
 
 
 def test_ask_stream_trace_and_open_a_citation(
-    serve: Serve, browser: Any, docs_root: Path, tmp_path: Path
+    serve: Serve, browser: Any, docs_root: Path, tmp_path: Path, llm_server: ScriptedLLMServer
 ) -> None:
+    # The answer's stream pauses after its first words, so the page must show a partial answer
+    # however fast the machine delivers the rest (a loaded CI box can batch all deltas at once).
+    llm_server.stream_stall_after = 3
+    llm_server.stream_stall_s = 1.0
     url = serve(load_root=str(docs_root))
     page = browser.new_page(viewport={"width": 1280, "height": 860})
     errors: list[str] = []

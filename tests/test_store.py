@@ -274,9 +274,9 @@ def test_hybrid_top_k_is_a_prefix_of_any_larger_top_k(tmp_path: Path) -> None:
     """Asking for more results never drops or reorders the ones a smaller top_k returned.
 
     Hand-made vectors and texts fix both candidate lists: dense ranks A, P, Z1, Z2, then
-    fillers; BM25 ("falcon") ranks B, Q, Z1, Z2. Z1 and Z2 are in both lists, so RRF puts
-    them first, but only once the candidate lists reach rank 4: a window that grew with top_k
-    (2 x top_k) returned A or B alone at top_k 1 and dropped it at top_k 2.
+    fillers; BM25 ("falcon") ranks B, Q, Z1, Z2. Z1 is 3rd in both lists, so RRF puts it
+    first, but only once the candidate lists reach rank 3: a window that grew with top_k
+    (2 x top_k) returned A alone at top_k 1 and dropped it at top_k 2.
     """
     # Default settings: every top_k below is within the default candidate window (20).
     store = MilvusStore(VectorStoreSettings(uri=str(tmp_path / "m.db")))
@@ -320,7 +320,7 @@ def test_hybrid_top_k_is_a_prefix_of_any_larger_top_k(tmp_path: Path) -> None:
             return [h.doc_id or "" for h in hits]
 
         longest = ranked(9)
-        assert longest[:2] == ["Z1", "Z2"]  # in both lists: fused first
+        assert longest[0] == "Z1"  # 3rd in both lists: fused first
         for k in range(1, 9):
             assert ranked(k) == longest[:k], f"top_k {k}"
     finally:
@@ -406,6 +406,54 @@ def test_dense_weight_lets_a_dense_only_hit_beat_a_bm25_only_hit(tmp_path: Path)
 
     assert top2(1.0) == ["D", "B"]
     assert top2(1.5) == ["D", "X"]
+
+
+def test_each_lists_first_hit_beats_a_chunk_both_lists_rank_low(tmp_path: Path) -> None:
+    """X is the dense list's first hit and has no word of the question (a passage in another
+    language); M is ranked 9th by both lists (it mentions the word once among many others, and
+    is lukewarm in meaning). With the classic RRF k of 60, agreement wins: M comes first and a
+    top-k list of a few chunks holds M and table rows like it instead of X. The default k keeps
+    each list's first hit ahead of M."""
+    texts: dict[str, str] = {"X": "granite meadow"}
+    vectors: dict[str, list[float]] = {"X": [1.0, 0.0]}
+
+    def unit(cos: float, sign: float = 1.0) -> list[float]:
+        return [cos, sign * (1 - cos**2) ** 0.5]
+
+    for i in range(7):  # dense ranks 2-8
+        texts[f"D{i}"] = "orbit lantern"
+        vectors[f"D{i}"] = unit(0.99 - i * 0.01)
+    texts["M"] = "falcon notes on the quarterly budget review meeting and travel plans"
+    vectors["M"] = unit(0.90)  # dense rank 9
+    for i in range(15):  # dense ranks 10-24: the B chunks fall outside the dense window (20)
+        texts[f"E{i}"] = "orbit lantern"
+        vectors[f"E{i}"] = unit(0.89 - i * 0.01, -1.0)
+    for i in range(8):  # BM25 ranks 1-8, M is 9th
+        texts[f"B{i}"] = "falcon falcon"
+        vectors[f"B{i}"] = unit(-0.5 - i * 0.01)
+    chunks = [
+        Chunk(id=k, doc_id=k, source=f"/d/{k}.txt", content_hash="h", index=0, text=t, start=0,
+              end=len(t))
+        for k, t in texts.items()
+    ]  # fmt: skip
+    matrix = np.array([vectors[k] + [0.0, 0.0] for k in texts], dtype=np.float32)
+    query = np.array([[1.0, 0.0, 0.0, 0.0]], dtype=np.float32)
+
+    def top2(**overrides: int) -> list[str]:
+        settings = VectorStoreSettings(uri=str(tmp_path / f"k{overrides}.db"), **overrides)
+        assert settings.dense_weight == 1.0
+        store = MilvusStore(settings)
+        try:
+            store.ensure_collection("k", CollectionMeta("hand-made", 4, 200, 0))
+            store.upsert_chunks("k", chunks, matrix)
+            hits = store.search("k", query, 2, texts=["falcon"], hybrid=True)[0]
+            return [h.doc_id or "" for h in hits]
+        finally:
+            store.close()
+
+    default = top2()
+    assert default[0] == "X" and default[1].startswith("B")
+    assert top2(hybrid_rrf_k=60)[0] == "M"
 
 
 def test_dense_weight_defaults_follow_the_embedder() -> None:

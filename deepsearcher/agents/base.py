@@ -99,6 +99,9 @@ async def resolve_collections(
     usable, skipped = retriever.embedded_alike(names, infos, explicit=bool(requested))
     if skipped:
         events.append(ctx.note(skipped))
+    unfiltered = await retriever.filter_note(usable)
+    if unfiltered:
+        events.append(ctx.note(unfiltered))
     return usable, events
 
 

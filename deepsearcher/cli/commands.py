@@ -17,8 +17,10 @@ from deepsearcher.cli.console import err_console, fail, out_console, reported_er
 from deepsearcher.cli.eval import eval_command
 from deepsearcher.cli.logs import setup_logging
 from deepsearcher.cli.options import CollectionOpt, ConfigOpt, JsonOpt, VerboseOpt, make_settings
+from deepsearcher.cli.research import research_command
 from deepsearcher.config import Settings
 from deepsearcher.errors import CollectionNotFoundError, DeepSearcherError
+from deepsearcher.filters import Filter, FilterError
 from deepsearcher.ingest import require_loaded
 from deepsearcher.options import QueryOptions
 from deepsearcher.searcher import DeepSearcher
@@ -120,6 +122,14 @@ def query(
         bool,
         typer.Option("--no-cache", help="Search afresh even when the answer is cached."),
     ] = False,
+    filter_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            help="Only passages meeting KEY OP VALUE (repeatable, ANDed): source=hr/**, "
+            "type=pdf,docx, modified>=2025-01-01, page<=5, meta.date>=2025-03-01, meta.from~ann.",
+        ),
+    ] = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = 0,
@@ -127,6 +137,7 @@ def query(
     """Answer a question from the loaded documents. The answer cites passages as [n]; without an
     LLM the passages that match best are printed in full."""
     handler = setup_logging(verbose)
+    flt = _parse_filter(filter_)
     from deepsearcher.cli.render import QueryView
 
     with reported_errors():
@@ -143,7 +154,7 @@ def query(
                 "query.rerank": ("--rerank", rerank),
             },
         )
-        options = QueryOptions(collections=collection or None, web=web)
+        options = QueryOptions(collections=collection or None, web=web, filter=flt)
         with DeepSearcher(settings) as ds:
             if as_json:
                 answer = ds.query(question, options, use_cache=not no_cache)
@@ -154,6 +165,15 @@ def query(
                     answer = asyncio.run(_consume(ds, question, view, options, not no_cache))
                 view.finish(answer)
     _report_lost_llm(settings, answer, explicit_agent=agent is not None)
+
+
+def _parse_filter(expressions: list[str] | None) -> Filter | None:
+    """``--filter`` values as one Filter; a bad one is a usage error (exit 2), like a bad flag."""
+    try:
+        return Filter.parse(expressions or []) or None
+    except FilterError as exc:
+        fail(exc)
+        raise typer.Exit(2) from None
 
 
 def _report_lost_llm(settings: Settings, answer: Any, *, explicit_agent: bool) -> None:
@@ -325,6 +345,7 @@ def show_config(config: ConfigOpt = None) -> None:
 
 
 app.command("eval")(eval_command)
+app.command("research")(research_command)
 
 
 def main() -> None:

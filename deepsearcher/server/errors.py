@@ -19,6 +19,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Send
 
 from deepsearcher import errors
+from deepsearcher.filters import FilterError
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ _ERROR_STATUS: list[tuple[type[errors.DeepSearcherError], int, str, str]] = [
     (errors.IncompatibleCollectionError, 409, "invalid_request_error", "incompatible_collection"),
     (errors.StoreError, 503, "server_error", "store_unavailable"),
     (errors.ConfigError, 400, "invalid_request_error", "invalid_setting"),
+    (FilterError, 400, "invalid_request_error", "invalid_filter"),
     (errors.LoaderError, 400, "invalid_request_error", "unloadable_file"),
     (errors.BudgetExceeded, 504, "server_error", "budget_exceeded"),
     (errors.LLMError, 502, "server_error", "llm_unavailable"),

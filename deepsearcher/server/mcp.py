@@ -24,6 +24,7 @@ from starlette.routing import BaseRoute
 
 from deepsearcher import errors
 from deepsearcher.config import Settings
+from deepsearcher.filters import Filter
 from deepsearcher.options import QueryOptions
 from deepsearcher.searcher import DeepSearcher
 from deepsearcher.server.access import FULL_ACCESS, Access, access_of
@@ -42,6 +43,11 @@ SERVER_INSTRUCTIONS = (
     "Search private documents. `search` returns ranked passages (no LLM); `deep_search` "
     "returns an answer whose [n] markers cite its sources; `list_collections` names what can "
     "be searched; read a passage again by its `uri`."
+)
+_FILTER_DESCRIPTION = (
+    "Only passages meeting every condition, as strings like 'source=hr/**', 'type=pdf,docx', "
+    "'modified>=2025-01-01', 'page<=5', 'meta.date>=2025-03-01', 'meta.from~alice', or an "
+    'object like {"source": "hr/**", "modified": {"gte": "2025-01-01"}}.'
 )
 
 
@@ -148,6 +154,10 @@ def build_mcp(
             int | None,
             Field(description="Passages to return (default: query.top_k).", ge=1, le=100),
         ] = None,
+        filter: Annotated[
+            list[str] | dict[str, Any] | None,
+            Field(description=_FILTER_DESCRIPTION),
+        ] = None,
     ) -> dict[str, Any]:
         """Passages most similar to `query`, with their source file, pages, collection, score
         and a `uri` to read each again. Retrieval only: no LLM is called."""
@@ -165,14 +175,17 @@ def build_mcp(
             retriever.check_requested(collections, infos)
             names = list(collections) if collections else [i.name for i in infos]
             names, note = retriever.embedded_alike(names, infos, explicit=bool(collections))
+            retriever = retriever.filtered(Filter.from_json(filter))
+            unfiltered = await retriever.filter_note(names)
             k = top_k or searcher.settings.query.top_k
             hits = (await retriever.search([query], names, k))[0][:k]
         result: dict[str, Any] = {
             "query": query,
             "passages": [_passage(h, shown(h.source, h.collection)) for h in hits],
         }
-        if note:
-            result["notes"] = [note]
+        notes = [n for n in (note, unfiltered) if n]
+        if notes:
+            result["notes"] = notes
         return result
 
     @mcp.tool()
@@ -192,16 +205,22 @@ def build_mcp(
             bool,
             Field(description="Answer from the answer cache when asked before (cached: true)."),
         ] = True,
+        filter: Annotated[
+            list[str] | dict[str, Any] | None,
+            Field(description=_FILTER_DESCRIPTION),
+        ] = None,
     ) -> dict[str, Any]:
         """Answer `question` from the documents: sub-queries, searches, relevance checks and
         a written answer whose [n] markers cite `sources`. Sends a progress notification per
         step when the request carries a progress token."""
         access = _access(ctx)
-        given = {"collections": collections, "max_iter": max_iter, "web": web}
+        given = {"collections": collections, "max_iter": max_iter, "web": web, "filter": filter}
         values = {k: v for k, v in given.items() if v is not None}
-        options = QueryOptions.from_mapping(search_options(values) if search_options else values)
         step = 0
         with _tool_errors(view):
+            options = QueryOptions.from_mapping(
+                search_options(values) if search_options else values
+            )
             access.check_read(collections or [])
             if not access.reads_all:
                 infos = await asyncio.to_thread(searcher.collections)

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from deepsearcher.filters import Filter
 from deepsearcher.server.errors import RequestError
 from deepsearcher.types import Answer, Source, Usage
 
@@ -29,16 +30,22 @@ class SearchOptions(BaseModel):
     max_iter: int | None = Field(None, ge=1, le=10)
     top_k: int | None = Field(None, ge=1, le=100)
     cache: bool = True  # false: search afresh even when the answer is cached
+    # Metadata filter: a list of "KEY OP VALUE" strings or an object (deepsearcher.filters).
+    filter: list[str] | dict[str, Any] | str | None = None
 
     def options(self) -> dict[str, Any]:
-        options = {
+        """The search options set in the request; a bad filter raises ``FilterError`` (400)."""
+        out: dict[str, Any] = {
             k: getattr(self, k)
             for k in ("agent", "max_iter", "top_k")
             if getattr(self, k) is not None
         }
+        flt = Filter.from_json(self.filter)
+        if flt is not None:
+            out["filter"] = flt
         if not self.cache:
-            options["cache"] = False  # not a QueryOptions field: taken out by the service
-        return options
+            out["cache"] = False  # not a QueryOptions field: taken out by the service
+        return out
 
 
 class ChatMessage(BaseModel):

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from deepsearcher.errors import IncompatibleCollectionError, StoreError
+from deepsearcher.filters import Filter
 from deepsearcher.types import Chunk, Hit
 
 MANIFEST_SUFFIX = "__files"
@@ -109,8 +110,10 @@ class VectorStore(Protocol):
         *,
         texts: Sequence[str] | None = None,
         hybrid: bool = False,
+        filter: Filter | None = None,
     ) -> list[list[Hit]]: ...
     def get_chunk(self, name: str, chunk_id: str) -> Hit | None: ...
+    def has_filter_fields(self, name: str) -> bool: ...
     def close(self) -> None: ...
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from deepsearcher.config import VectorStoreSettings
 from deepsearcher.errors import CollectionNotFoundError, IncompatibleCollectionError
+from deepsearcher.filters import Filter
 from deepsearcher.store._client import MilvusConnection
 from deepsearcher.store.answers import MilvusAnswerStore
 from deepsearcher.store.base import (
@@ -30,6 +31,7 @@ from deepsearcher.store.base import (
     validate_collection_name,
 )
 from deepsearcher.store.manifest import SOURCE_MAX, MilvusFileManifest
+from deepsearcher.store.milvus_filter import FILTER_MARKER_EXPR, MilvusFilter, compile_filter
 from deepsearcher.types import Chunk, Hit
 
 logger = logging.getLogger(__name__)
@@ -51,8 +53,10 @@ _ANALYZERS: dict[str, dict[str, Any]] = {
 }
 
 
-# Reciprocal rank fusion's damping constant, as in Cormack et al. and Milvus's RRFRanker.
-_RRF_K = 60
+# A source glob that LIKE cannot express exactly is checked on the hits: fetch this many times
+# the candidates so top_k stays full unless few chunks match (Milvus caps a search at 16384).
+_POST_FILTER_FETCH = 4
+_MAX_LIMIT = 16384
 
 
 class MilvusStore:
@@ -233,13 +237,15 @@ class MilvusStore:
         *,
         texts: Sequence[str] | None = None,
         hybrid: bool = False,
+        filter: Filter | None = None,
     ) -> list[list[Hit]]:
         self._conn.require(name)
         data = [v.tolist() for v in vectors]
+        flt = compile_filter(filter)
         if hybrid and texts:
-            results = self._fused_search(name, data, list(texts), top_k)
+            results = self._fused_search(name, data, list(texts), top_k, flt)
         else:
-            results = self._search_field(name, data, "vector", top_k)
+            results = self._search_field(name, data, "vector", top_k, flt)
         return [[_to_hit(h, name) for h in per_query] for per_query in results]
 
     def get_chunk(self, name: str, chunk_id: str) -> Hit | None:
@@ -253,26 +259,55 @@ class MilvusStore:
         )
         return _to_hit(rows[0], name) if rows else None
 
+    def has_filter_fields(self, name: str) -> bool:
+        """Whether the collection's chunks carry the keys filters read (``modified``, ``page``,
+        loader metadata): chunks loaded before filters existed do not, until reloaded."""
+        self._conn.require(name)
+        rows = self._conn.call(
+            self._client.query, name, filter=FILTER_MARKER_EXPR, output_fields=["id"], limit=1
+        )
+        return bool(rows)
+
     def _search_field(
-        self, name: str, data: list[list[float]] | list[str], field: str, limit: int
+        self,
+        name: str,
+        data: list[list[float]] | list[str],
+        field: str,
+        limit: int,
+        flt: MilvusFilter | None = None,
     ) -> list[list[dict[str, Any]]]:
         """One batched search: dense vectors against ``vector`` (cosine) or query texts
-        against the BM25 ``sparse`` field."""
+        against the BM25 ``sparse`` field, narrowed by ``flt``."""
         metric = "BM25" if field == "sparse" else "COSINE"
-        return self._conn.call(
+        post = flt.post if flt else None
+        fetch = min(limit * _POST_FILTER_FETCH, _MAX_LIMIT) if post else limit
+        extra = {"filter": flt.expr} if flt and flt.expr else {}
+        results = self._conn.call(
             self._client.search,
             name,
             data=data,
             anns_field=field,
-            limit=limit,
+            limit=fetch,
             output_fields=_SEARCH_FIELDS,
             search_params={"metric_type": metric},
+            **extra,
         )
+        if post is None:
+            return results
+        return [
+            [h for h in hits if post(str(h.get("entity", h).get("source", "")))][:limit]
+            for hits in results
+        ]
 
     def _fused_search(
-        self, name: str, data: list[list[float]], texts: list[str], top_k: int
+        self,
+        name: str,
+        data: list[list[float]],
+        texts: list[str],
+        top_k: int,
+        flt: MilvusFilter | None = None,
     ) -> list[list[dict[str, Any]]]:
-        """Dense and BM25 lists fused by weighted reciprocal rank (k=60), computed here so the
+        """Dense and BM25 lists fused by weighted reciprocal rank (k: hybrid_rrf_k), computed here so the
         dense list can weigh more than BM25's (Milvus's RRFRanker weighs both alike), and both
         lists come from one batched search each instead of one hybrid call per query.
 
@@ -282,9 +317,10 @@ class MilvusStore:
         one returned. A fixed window makes every top k a prefix of any larger top k up to it.
         """
         window = max(self._settings.hybrid_candidates, top_k)
-        dense = self._search_field(name, data, "vector", window)
-        sparse = self._search_field(name, texts, "sparse", window)
+        dense = self._search_field(name, data, "vector", window, flt)
+        sparse = self._search_field(name, texts, "sparse", window, flt)
         weights = (self._settings.dense_weight, 1.0)
+        rrf_k = self._settings.hybrid_rrf_k
         fused = []
         for lists in zip(dense, sparse, strict=True):
             scores: dict[str, float] = {}
@@ -292,7 +328,7 @@ class MilvusStore:
             for weight, hits in zip(weights, lists, strict=True):
                 for rank, hit in enumerate(hits, start=1):
                     key = str(hit.get("id"))
-                    scores[key] = scores.get(key, 0.0) + weight / (_RRF_K + rank)
+                    scores[key] = scores.get(key, 0.0) + weight / (rrf_k + rank)
                     raw.setdefault(key, hit)
             # sorted() is stable: ties keep dense-then-BM25 order, independent of top_k.
             ranked = sorted(scores, key=lambda key: -scores[key])[:top_k]
@@ -322,6 +358,14 @@ def _chunk_row(c: Chunk, vector: np.ndarray) -> dict[str, Any]:
         meta["body"] = _truncate_utf8(c.text, _TEXT_MAX)
     if c.record_id is not None:
         meta["record_id"] = c.record_id
+    # What filters read: the first and last page, the file's modification time, and the
+    # loader's metadata (e-mail from/date...).
+    if c.pages:
+        meta["page"], meta["page_end"] = min(c.pages), max(c.pages)
+    if c.modified is not None:
+        meta["modified"] = c.modified
+    if c.doc_meta:
+        meta["doc"] = c.doc_meta
     return {
         "id": c.id,
         "doc_id": c.doc_id,

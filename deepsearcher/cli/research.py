@@ -1,0 +1,156 @@
+"""``deepsearcher research``: a cited report over the loaded documents (issue #14, preview).
+
+Registered in ``commands`` as ``app.command("research")(research_command)``. It prints the
+stages on stderr as they happen and the report (Markdown, or ``--json``) on stdout or to
+``--out``; the work happens in ``deepsearcher.research``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from deepsearcher.cli.console import err_console, reported_errors
+from deepsearcher.cli.logs import setup_logging
+from deepsearcher.cli.options import ConfigOpt, JsonOpt, VerboseOpt, make_settings
+from deepsearcher.errors import DeepSearcherError
+from deepsearcher.research import ResearchEvent, ResearchRequest, run_research
+from deepsearcher.searcher import DeepSearcher
+
+
+def research_command(
+    request: Annotated[str, typer.Argument(help="What the report should find out.")],
+    collection: Annotated[
+        list[str] | None,
+        typer.Option("--collection", help="Search only these collections (repeatable)."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the report to this file.")
+    ] = None,
+    max_sections: Annotated[
+        int, typer.Option("--max-sections", min=1, max=12, help="Sections of the plan.")
+    ] = 4,
+    max_revisions: Annotated[
+        int, typer.Option("--max-revisions", min=0, max=5, help="Gap-filling rounds.")
+    ] = 1,
+    max_llm_calls: Annotated[
+        int | None,
+        typer.Option(
+            "--max-llm-calls", min=5, help="The run's LLM-call budget (default 4 x query's)."
+        ),
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Researchers running at once.")
+    ] = 3,
+    figures: Annotated[
+        bool,
+        typer.Option(
+            "--figures",
+            help="Derive figures (sums, ratios, growth) from the findings with the calculator; "
+            "every number must appear in the evidence it cites.",
+        ),
+    ] = False,
+    no_clarify: Annotated[
+        bool,
+        typer.Option(
+            "--no-clarify",
+            help="Never ask a clarifying question: the brief records the assumption it made "
+            "instead (always so when stdin is not a terminal).",
+        ),
+    ] = False,
+    config: ConfigOpt = None,
+    as_json: JsonOpt = False,
+    verbose: VerboseOpt = 0,
+) -> None:
+    """Write a cited research report: a brief, a plan of sections researched concurrently by
+    the deep-search loop, a quality check and gap-filling revisions. Preview."""
+    setup_logging(verbose)
+    with reported_errors():
+        if not request.strip():
+            raise DeepSearcherError(
+                "the request is empty",
+                'say what to research: deepsearcher research "our exposure to the battery supplier"',
+            )
+        settings = make_settings(config)
+        req = ResearchRequest(
+            request,
+            collections=collection or None,
+            max_sections=max_sections,
+            max_revisions=max_revisions,
+            max_llm_calls=max_llm_calls,
+            max_concurrency=concurrency,
+            figures=figures,
+        )
+        err = err_console()
+        with (
+            DeepSearcher(settings) as ds,
+            err.status("research: writing the brief", spinner="dots") as status,
+        ):
+
+            def show(event: ResearchEvent) -> None:
+                line = _stage_line(event, verbose > 0)
+                if line:
+                    err.print(line, highlight=False)
+                status.update(f"research: {event.type.replace('_', ' ')}")
+
+            async def ask_user(question: str) -> str | None:
+                status.stop()  # the spinner would overwrite the prompt
+                try:
+                    reply = await asyncio.to_thread(err.input, f"[bold]? {question}[/] ")
+                finally:
+                    status.start()
+                return reply.strip() or None
+
+            if not no_clarify and sys.stdin.isatty():
+                req = replace(req, clarify=ask_user)
+            report = asyncio.run(run_research(ds, req, on_event=show))
+        text = (
+            json.dumps(report.to_dict(), ensure_ascii=False, indent=2)
+            if as_json
+            else report.to_markdown()
+        )
+        if out is not None:
+            out.write_text(text, encoding="utf-8")
+            err.print(f"report written to {out}", highlight=False)
+        else:
+            typer.echo(text)
+        _summary(err, report.usage.llm_calls, report.seconds, report.cut_short)
+
+
+def _stage_line(event: ResearchEvent, verbose: bool) -> str | None:
+    if event.type == "brief" and event.brief is not None:
+        return f"[bold]brief[/] {event.brief.goal} ({len(event.brief.must_answer)} question(s))"
+    if event.type == "plan" and event.plan is not None:
+        titles = ", ".join(s.title for s in event.plan.sections)
+        return f"[bold]plan[/] {len(event.plan.sections)} section(s): {titles}"
+    if event.type == "researcher_started":
+        return f"  [cyan]→[/] {event.section} (budget {event.budget} calls)" if verbose else None
+    if event.type == "researcher_finished":
+        if event.error:
+            return f"  [red]✗[/] {event.section}: {event.error}"
+        cut = f", cut short: {event.cut_short}" if event.cut_short else ""
+        return (
+            f"  [green]✓[/] {event.section}: {event.findings} finding(s), {event.calls} calls{cut}"
+        )
+    if event.type == "quality" and event.quality is not None:
+        q = event.quality
+        return (
+            f"[bold]check[/] coverage {q.coverage:.0%}, {len(q.uncited_sentences)} uncited, "
+            f"{len(q.weak_citations)} weakly supported"
+        )
+    if event.type == "revision":
+        return f"[bold]revision {event.round}[/] researching: {', '.join(event.gaps)}"
+    if event.type == "note":
+        return f"[yellow]note:[/] {event.message}"
+    return None
+
+
+def _summary(err: Console, calls: int, seconds: float, cut_short: str | None) -> None:
+    cut = f" — cut short: {cut_short}" if cut_short else ""
+    err.print(f"{calls} LLM calls, {seconds:.1f}s{cut}", highlight=False, style="dim")

@@ -1,0 +1,197 @@
+"""The typed pieces of a research run: the request, the brief, the plan, the evidence and
+findings researchers hand back, hypotheses, the quality check and the final ``Report``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from deepsearcher.types import Usage, source_label
+
+HypothesisStatus = Literal["supported", "refuted", "open"]
+HYPOTHESIS_STATUSES: tuple[HypothesisStatus, ...] = ("supported", "refuted", "open")
+
+
+@dataclass(frozen=True)
+class ResearchRequest:
+    """One research run. ``None`` budgets derive from ``query.*`` (see ``run.budget_for``)."""
+
+    request: str
+    collections: Sequence[str] | None = None
+    max_sections: int = 4
+    max_revisions: int = 1
+    max_concurrency: int = 3  # researchers in flight at once
+    max_llm_calls: int | None = None  # the whole run's budget, shared by every stage
+    max_tokens: int | None = None
+    timeout_s: float | None = None
+    figures: bool = False  # derive figures from the findings with the calculator tool
+    # Asks the user the brief's clarifying question (an interactive CLI); returns the reply,
+    # or None to go on with the assumption. Without it the brief records what it assumed.
+    clarify: Callable[[str], Awaitable[str | None]] | None = None
+
+
+@dataclass
+class ResearchBrief:
+    goal: str
+    scope: str = ""
+    audience: str = ""
+    must_answer: list[str] = field(default_factory=list)
+    constraints: list[str] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    question: str = ""  # the clarifying question the model would ask, if any
+
+
+@dataclass
+class Subtask:
+    """One section of the plan, handed to one researcher; ``complexity`` (1-3) scales its
+    share of the run's LLM-call budget."""
+
+    title: str
+    question: str
+    complexity: int = 1
+
+
+@dataclass
+class Plan:
+    sections: list[Subtask] = field(default_factory=list)
+    note: str | None = None  # set when the plan is a fallback
+
+
+@dataclass
+class Evidence:
+    """A passage a researcher relied on. ``id`` (E1, E2...) is what prompts carry; the report
+    maps it back to the file, page range, span or URL."""
+
+    id: str
+    text: str
+    source: str
+    page: int | None = None
+    page_end: int | None = None
+    start: int | None = None
+    end: int | None = None
+    collection: str | None = None
+    kind: Literal["doc", "web"] = "doc"
+
+    @property
+    def label(self) -> str:
+        return source_label(self.source, self.page, self.page_end, self.kind)
+
+
+@dataclass
+class Finding:
+    claim: str
+    evidence: list[str]  # evidence ids
+    section: str = ""
+
+
+@dataclass
+class Hypothesis:
+    statement: str
+    status: HypothesisStatus = "open"
+    evidence: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SectionResult:
+    """What one researcher handed back for its subtask; ``error`` when it failed."""
+
+    subtask: Subtask
+    findings: list[Finding] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    budget: int = 0
+    calls: int = 0
+    cut_short: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class ReportSection:
+    title: str
+    text: str  # with [n] citations into Report.sources
+
+
+@dataclass
+class Quality:
+    """The quality check of one draft: coverage of the must-answer questions, sentences
+    without a citation, citations whose passage lacks the sentence's key terms, and the
+    gaps the model named."""
+
+    coverage: float = 0.0
+    missing_questions: list[str] = field(default_factory=list)
+    uncited_sentences: list[str] = field(default_factory=list)
+    weak_citations: list[str] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)
+    llm_score: float | None = None
+    passed: bool = False
+
+
+@dataclass
+class Source:
+    n: int
+    evidence_id: str
+    label: str
+    source: str
+    page: int | None = None
+    page_end: int | None = None
+    start: int | None = None
+    end: int | None = None
+    collection: str | None = None
+    kind: Literal["doc", "web"] = "doc"
+
+
+@dataclass
+class Report:
+    request: str
+    title: str = ""
+    summary: str = ""
+    sections: list[ReportSection] = field(default_factory=list)
+    open_questions: list[str] = field(default_factory=list)
+    hypotheses: list[Hypothesis] = field(default_factory=list)
+    sources: list[Source] = field(default_factory=list)
+    brief: ResearchBrief | None = None
+    plan: Plan | None = None
+    evidence: list[Evidence] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    quality: Quality | None = None
+    revisions: int = 0
+    usage: Usage = field(default_factory=Usage)
+    cut_short: str | None = None
+    missing: list[str] = field(default_factory=list)  # sections or questions not covered
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["usage"] = self.usage.to_dict()
+        d["seconds"] = round(self.seconds, 3)
+        return d
+
+    def to_markdown(self) -> str:
+        lines = [f"# {self.title or self.request}", ""]
+        if self.cut_short:
+            lines += [f"> **Cut short:** {self.cut_short}", ""]
+        if self.missing:
+            lines += ["> **Missing:** " + "; ".join(self.missing), ""]
+        if self.summary:
+            lines += ["## Summary", "", self.summary, ""]
+        for s in self.sections:
+            lines += [f"## {s.title}", "", s.text, ""]
+        if self.hypotheses:
+            lines += ["## Hypotheses", "", "| Hypothesis | Status | Evidence |", "|---|---|---|"]
+            by_id = {s.evidence_id: s.n for s in self.sources}
+            for h in self.hypotheses:
+                refs = " ".join(f"[{by_id[e]}]" for e in h.evidence if e in by_id)
+                statement = h.statement.replace("|", "\\|")
+                lines.append(f"| {statement} | {h.status} | {refs} |")
+            lines.append("")
+        if self.open_questions:
+            lines += ["## Open questions / what the documents do not say", ""]
+            lines += [f"- {q}" for q in self.open_questions] + [""]
+        if self.sources:
+            lines += ["## Sources", ""]
+            for src in self.sources:
+                span = f" (chars {src.start}–{src.end})" if src.start is not None else ""
+                lines.append(f"[{src.n}] {src.label}{span}")
+            lines.append("")
+        return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,73 @@
+"""The research stages' prompts. As in ``deepsearcher.agents.prompts``: each starts with a
+``TASK:`` line, and untrusted text (the request, passages, findings) is escaped and quoted."""
+
+from __future__ import annotations
+
+BRIEF = """TASK: research-brief
+Turn the request into a research brief for a report written from the team's private documents.
+Do not ask the user anything: when the request is ambiguous, choose the most likely reading and \
+state it under "assumptions"; put the question you would have asked under "question".
+Reply with one JSON object only:
+{{"goal": "...", "scope": "...", "audience": "...", "must_answer": ["question", ...], \
+"constraints": ["..."], "assumptions": ["..."], "question": ""}}
+
+Request: {request}"""
+
+PLAN = """TASK: research-plan
+Split the research brief into at most {max_sections} report sections. Each section gets one \
+self-contained research question for a researcher who searches the documents, and a \
+complexity from 1 (one fact) to 3 (many facts to gather and compare).
+Reply with a JSON list only:
+[{{"title": "...", "question": "...", "complexity": 1}}]
+
+Brief:
+{brief}"""
+
+WRITE = """TASK: research-write
+Write the report from the findings below. Cite every factual sentence with the evidence ids of \
+the findings it rests on, in square brackets, e.g. [E1] or [E2][E5]. Use only these findings; \
+say plainly what they do not establish. List hypotheses the evidence bears on with status \
+"supported", "refuted" or "open" and their evidence ids.
+Reply with one JSON object only:
+{{"title": "...", "summary": "...", "sections": [{{"title": "...", "text": "..."}}], \
+"open_questions": ["..."], "hypotheses": [{{"statement": "...", "status": "open", \
+"evidence": ["E1"]}}]}}
+
+Brief:
+{brief}
+
+Findings by section:
+{findings}
+
+Evidence:
+{evidence}"""
+
+CHECK = """TASK: research-check
+Check the draft report against the questions it must answer. For each question say whether \
+the draft answers it, and name short search queries for what is missing.
+Reply with one JSON object only:
+{{"covered": [true, false], "gaps": ["search query"], "score": 0.0}}
+
+Questions:
+{questions}
+
+Draft:
+{draft}"""
+
+FIGURES = """TASK: research-figures
+Some findings below hold figures. When a figure the brief needs can be derived from them (a \
+sum, a difference, a ratio, a growth rate), compute it with a tool: one tool call per reply, \
+as one JSON object, e.g.
+{{"tool": "calculator", "args": {{"expression": "(120 - 100) / 100", "evidence": ["E1", "E2"], \
+"claim": "growth of revenue from 2023 to 2024"}}}}
+Every number in the expression must appear in the evidence you name. Tools:
+{tools}
+When nothing is left to compute, reply DONE.
+
+Brief:
+{brief}
+
+Findings:
+{findings}"""
+
+TOOL_RESULT = "TOOL RESULT ({tool}): {output}"

@@ -1,0 +1,820 @@
+"""A research run: brief -> plan -> researchers (concurrent, one shared budget) -> draft ->
+quality check -> gap-filling rounds and revision -> ``Report``.
+
+Every stage is one parsed LLM call through ``agents.base.ask`` and degrades visibly: a failed
+brief uses the request as its goal, an unusable plan becomes a one-section plan, a researcher
+that fails leaves its section named as missing, a spent budget writes the report from what was
+found and marks it cut short, a failed draft lists the findings as the researchers returned
+them. Each researcher is the existing ``DeepSearchAgent`` loop on its subtask; its cited
+answer is turned into findings (claim + evidence ids) without another LLM call."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol
+
+from deepsearcher.agents import DeepSearchAgent
+from deepsearcher.agents.base import ask, escape_attribute, escape_document, messages_for
+from deepsearcher.agents.parsing import clean_output
+from deepsearcher.agents.prompts import DOCUMENT
+from deepsearcher.config import Settings
+from deepsearcher.errors import BudgetExceeded, DeepSearcherError, LLMError
+from deepsearcher.llm import ChatModel, Completion, Message, StreamPiece
+from deepsearcher.options import QueryOptions
+from deepsearcher.research import prompts
+from deepsearcher.research.events import (
+    BriefEvent,
+    HypothesisEvent,
+    PlanEvent,
+    QualityEvent,
+    ResearchDoneEvent,
+    ResearcherFinishedEvent,
+    ResearcherStartedEvent,
+    ResearchEvent,
+    ResearchNoteEvent,
+    RevisionEvent,
+    ToolCallEvent,
+)
+from deepsearcher.research.models import (
+    Evidence,
+    Finding,
+    Hypothesis,
+    Plan,
+    Quality,
+    Report,
+    ReportSection,
+    ResearchBrief,
+    ResearchRequest,
+    SectionResult,
+    Source,
+    Subtask,
+)
+from deepsearcher.research.parsing import (
+    json_object,
+    parse_brief,
+    parse_check,
+    parse_hypotheses,
+    parse_plan,
+)
+from deepsearcher.research.tools import (
+    CALCULATOR,
+    THINK,
+    Tool,
+    ToolArgumentError,
+    ToolRegistry,
+    parse_tool_call,
+)
+from deepsearcher.retrieval import Retriever
+from deepsearcher.run_context import RunContext
+from deepsearcher.tools.web import WebSearchTool
+from deepsearcher.types import Answer, Usage
+
+logger = logging.getLogger(__name__)
+
+BUDGET_FACTOR = 4  # a run's default budget: this many times one question's (query.*)
+WRITE_RESERVE_CALLS = 3  # kept back from the researchers: the draft (and its retry), a check
+MIN_RESEARCHER_CALLS = 3  # decompose, a verdict, the answer: less cannot find anything
+MAX_EVIDENCE_IN_PROMPT = 40
+EVIDENCE_CHARS = 600
+_EVIDENCE_REF = re.compile(r"\[\s*(E\d+(?:\s*[,;]\s*E\d+)*)\s*\]")
+_EVIDENCE_ID = re.compile(r"E\d+")
+_CITATION = re.compile(r"\[(\d{1,3})\]")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_CITE_AFTER_END = re.compile(r"([.!?])\s*((?:\[[^\]\n]{1,40}\])+)")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([.!?,;:])")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_CONSTANTS = frozenset({"1", "100"})  # shares and percentages need them without a source
+MAX_TOOL_STEPS = 4
+_MARKER = re.compile(r"^\s*(?:[-*•+]\s+|\d{1,3}[.)]\s+)")
+_WORD = re.compile(r"[a-z0-9][a-z0-9.%-]*[a-z0-9%]|[0-9]", re.IGNORECASE)
+_STOP_WORDS = (
+    "the and for are was were with that this from have has had not but its their they "
+    "them what which when where who whom will would could should about into than then "
+    "there these those been being also such each other more most some any all our your "
+    "does did"
+)
+_STOP = frozenset(_STOP_WORDS.split())
+# Notes of a researcher whose answer step produced no generated answer (only passages).
+_NO_ANSWER_NOTES = ("answer step failed", "no time left to write the answer", "LLM unreachable")
+
+
+class ResearchBudgetSpent(LLMError):
+    """The run's shared budget refused a researcher's call. An ``LLMError`` on purpose: every
+    step of the deep-search loop already degrades on one (a verdict dropped, the loop ended,
+    the answer listing its passages)."""
+
+    default_hint = "raise the run's budget (--max-llm-calls) or ask for fewer sections"
+
+
+class Components(Protocol):
+    """What a run needs from the ``DeepSearcher`` facade (duck-typed: research sits below it)."""
+
+    settings: Settings
+
+    @property
+    def llm(self) -> ChatModel | None: ...
+
+    @property
+    def retriever(self) -> Retriever: ...
+
+
+class SharedBudgetModel:
+    """A researcher's ``ChatModel``: every call is admitted by, and counted in, the run's one
+    ``RunContext``, so concurrent researchers share a single budget of calls, tokens and time."""
+
+    def __init__(self, inner: ChatModel, ctx: RunContext, reserve_calls: int) -> None:
+        self.inner = inner
+        self.ctx = ctx
+        self.reserve_calls = reserve_calls
+        self.name = inner.name
+
+    def _admit(self) -> None:
+        try:
+            self.ctx.check_budget(self.reserve_calls)
+        except BudgetExceeded as exc:
+            self.ctx.cut_short = self.ctx.cut_short or exc.message
+            raise ResearchBudgetSpent(f"research budget spent: {exc.message}") from None
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        self._admit()
+        self.ctx.in_flight += 1
+        try:
+            completion = await self.inner.complete(
+                messages, max_tokens=max_tokens, temperature=temperature
+            )
+        finally:
+            self.ctx.in_flight -= 1
+        self.ctx.usage.add(completion.usage)
+        return completion
+
+    async def stream(
+        self, messages: Sequence[Message], *, max_tokens: int | None = None
+    ) -> AsyncIterator[StreamPiece]:
+        self._admit()
+        self.ctx.in_flight += 1
+        try:
+            async for piece in self.inner.stream(messages, max_tokens=max_tokens):
+                if piece.usage is not None:
+                    self.ctx.usage.add(piece.usage)
+                yield piece
+        finally:
+            self.ctx.in_flight -= 1
+
+
+def budget_for(settings: Settings, request: ResearchRequest) -> RunContext:
+    """The run's one budget: the request's, else ``BUDGET_FACTOR`` times one question's."""
+    q = settings.query
+    seconds = request.timeout_s or q.timeout_s * BUDGET_FACTOR
+    ctx = RunContext.create(settings, None, seconds, "research time budget")
+    ctx.max_llm_calls = request.max_llm_calls or q.max_llm_calls * BUDGET_FACTOR
+    ctx.max_tokens = request.max_tokens or q.max_tokens * BUDGET_FACTOR
+    return ctx
+
+
+@dataclass
+class _Run:
+    settings: Settings
+    llm: ChatModel
+    retriever: Retriever
+    request: ResearchRequest
+    emit: Callable[[ResearchEvent], None]
+    web: WebSearchTool | None = None
+    ctx: RunContext = field(init=False)
+    report: Report = field(init=False)
+    evidence: dict[str, Evidence] = field(default_factory=dict)  # passage key -> E id'd
+    findings: list[Finding] = field(default_factory=list)
+    results: list[SectionResult] = field(default_factory=list)
+    researchers_in_flight: int = 0
+    max_researchers_in_flight: int = 0
+
+    def __post_init__(self) -> None:
+        self.ctx = budget_for(self.settings, self.request)
+        self.ctx.llm = self.llm
+        self.report = Report(request=self.request.request)
+
+    def note(self, message: str) -> None:
+        self.ctx.note(message)
+        self.emit(ResearchNoteEvent(message=message))
+
+    async def execute(self) -> Report:
+        started = time.perf_counter()
+        brief = await self.make_brief()
+        plan = await self.make_plan(brief)
+        await self.research(plan.sections)
+        if self.request.figures:
+            await self.figures(brief)
+        draft = await self.write(brief)
+        quality = self.check_structure(draft, brief)
+        quality = await self.check(draft, brief, quality)
+        self.emit(QualityEvent(quality=quality, round=0))
+        rounds = 0
+        while not quality.passed and rounds < self.request.max_revisions:
+            gaps = quality.gaps or quality.missing_questions
+            if not gaps:
+                break
+            try:
+                self.ctx.check_budget(WRITE_RESERVE_CALLS + MIN_RESEARCHER_CALLS)
+            except BudgetExceeded as exc:
+                self.note(f"no revision: {exc.message}")
+                break
+            rounds += 1
+            self.emit(RevisionEvent(round=rounds, gaps=list(gaps)))
+            before = len(self.findings)
+            await self.research(
+                [Subtask(f"Gap: {g}", g) for g in gaps[: self.request.max_sections]]
+            )
+            if len(self.findings) == before:
+                self.note("gap research found nothing new; keeping the draft")
+                break
+            draft = await self.write(brief)
+            quality = await self.check(draft, brief, self.check_structure(draft, brief))
+            self.emit(QualityEvent(quality=quality, round=rounds))
+        self.finish(draft, quality, rounds, brief, plan, started)
+        self.emit(ResearchDoneEvent(report=self.report))
+        return self.report
+
+    # -- 1. brief ------------------------------------------------------------------------
+
+    async def make_brief(self) -> ResearchBrief:
+        request = self.request.request
+        try:
+            brief = await ask(
+                self.ctx,
+                messages_for(prompts.BRIEF.format(request=escape_document(request))),
+                partial(parse_brief, request=request),
+            )
+        except (LLMError, BudgetExceeded) as exc:
+            self.note(f"brief failed ({exc.message}); researching the request as asked")
+            brief = ResearchBrief(goal=request, must_answer=[request])
+        if brief.question:
+            brief = await self.clarified(brief)
+        if not brief.must_answer:
+            brief.must_answer = [request]
+        self.emit(BriefEvent(brief=brief))
+        return brief
+
+    async def clarified(self, brief: ResearchBrief) -> ResearchBrief:
+        """The brief after the user answered its clarifying question (one more call); without
+        a way to ask, or no reply, the brief as it was, saying what it did not ask."""
+        question, request = brief.question, self.request.request
+        reply = await self.request.clarify(question) if self.request.clarify else None
+        if not reply:
+            asked = "no reply" if self.request.clarify else "not asked (non-interactive)"
+            brief.assumptions.append(f"{asked}: {question}")
+            return brief
+        clarified = f"{request}\n(Asked: {question} The user answered: {reply})"
+        try:
+            new = await ask(
+                self.ctx,
+                messages_for(prompts.BRIEF.format(request=escape_document(clarified))),
+                partial(parse_brief, request=request),
+            )
+        except (LLMError, BudgetExceeded) as exc:
+            self.note(f"brief after clarification failed ({exc.message}); keeping the first")
+            brief.assumptions.append(f"clarified: {question} -> {reply}")
+            return brief
+        new.question = ""  # one question per run: the answer is in the brief now
+        new.assumptions.insert(0, f"clarified: {question} -> {reply}")
+        return new
+
+    # -- 2. plan -------------------------------------------------------------------------
+
+    async def make_plan(self, brief: ResearchBrief) -> Plan:
+        max_sections = max(1, self.request.max_sections)
+        try:
+            sections = await ask(
+                self.ctx,
+                messages_for(
+                    prompts.PLAN.format(max_sections=max_sections, brief=_brief_text(brief))
+                ),
+                partial(parse_plan, max_sections=max_sections),
+            )
+            plan = Plan(sections)
+        except (LLMError, BudgetExceeded) as exc:
+            message = f"plan failed ({exc.message}); researching one section"
+            self.note(message)
+            plan = Plan([Subtask(brief.goal, self.request.request, 2)], note=message)
+        self.report.plan = plan
+        self.emit(PlanEvent(plan=plan))
+        return plan
+
+    # -- 3. researchers, concurrently, each with its share of the one budget ---------------
+
+    def shares(self, subtasks: Sequence[Subtask]) -> list[int]:
+        left = self.ctx.max_llm_calls - self.ctx.usage.llm_calls - WRITE_RESERVE_CALLS
+        total = sum(s.complexity for s in subtasks) or 1
+        cap = self.settings.query.max_llm_calls  # no researcher spends more than a question
+        return [min(cap, max(0, left) * s.complexity // total) for s in subtasks]
+
+    async def research(self, subtasks: Sequence[Subtask]) -> None:
+        gate = asyncio.Semaphore(max(1, self.request.max_concurrency))
+
+        async def one(subtask: Subtask, budget: int) -> SectionResult:
+            if budget < MIN_RESEARCHER_CALLS:
+                reason = f"budget spent before it was researched ({budget} call(s) left)"
+                self.ctx.cut_short = self.ctx.cut_short or "research LLM-call budget spent"
+                result = SectionResult(subtask, budget=budget, error=reason)
+            else:
+                async with gate:
+                    result = await self.researcher(subtask, budget)
+            self.emit(
+                ResearcherFinishedEvent(
+                    section=subtask.title,
+                    findings=len(result.findings),
+                    calls=result.calls,
+                    error=result.error,
+                    cut_short=result.cut_short,
+                )
+            )
+            return result
+
+        results = await asyncio.gather(
+            *(one(s, b) for s, b in zip(subtasks, self.shares(subtasks), strict=True))
+        )
+        for result in results:  # merged in plan order: evidence ids do not depend on timing
+            self.merge(result)
+
+    async def researcher(self, subtask: Subtask, budget: int) -> SectionResult:
+        self.emit(ResearcherStartedEvent(section=subtask.title, budget=budget))
+        self.researchers_in_flight += 1
+        self.max_researchers_in_flight = max(
+            self.max_researchers_in_flight, self.researchers_in_flight
+        )
+        try:
+            return await self._researcher(subtask, budget)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # one section's failure must not lose the others
+            if not isinstance(exc, DeepSearcherError):
+                logger.exception("researcher for %r failed", subtask.title)
+            message = exc.message if isinstance(exc, DeepSearcherError) else repr(exc)
+            return SectionResult(subtask, budget=budget, error=f"researcher failed: {message}")
+        finally:
+            self.researchers_in_flight -= 1
+
+    async def _researcher(self, subtask: Subtask, budget: int) -> SectionResult:
+        settings = self.settings.model_copy(deep=True)
+        settings.query.max_llm_calls = budget
+        model = SharedBudgetModel(self.llm, self.ctx, reserve_calls=WRITE_RESERVE_CALLS)
+        agent = DeepSearchAgent(settings, model, self.retriever, self.web)
+        options = QueryOptions(
+            collections=self.request.collections,
+            timeout_s=max(self.ctx.search_remaining_s(), 0.001),
+            budget_name="research time budget",
+        )
+        answer: Answer | None = None
+        async for event in agent.run(subtask.question, options):
+            if event.type == "done":
+                answer = event.answer
+        assert answer is not None, "the deep-search loop ended without an answer"
+        result = SectionResult(subtask, budget=budget, calls=answer.usage.llm_calls)
+        result.cut_short = answer.cut_short
+        failed = next((n for n in answer.notes if n.startswith(_NO_ANSWER_NOTES)), None)
+        if failed or answer.mode == "retrieval-only":
+            result.error = f"no findings: {failed or 'the LLM could not be reached'}"
+            return result
+        result.findings, result.evidence = findings_from_answer(answer, subtask.title)
+        return result
+
+    def merge(self, result: SectionResult) -> None:
+        """Global evidence ids (E1...) for the result's passages, its findings de-duplicated
+        against every earlier researcher's."""
+        self.results.append(result)
+        local: dict[str, str] = {}
+        for ev in result.evidence:
+            if ev.id not in self.evidence:
+                ev_global = Evidence(**{**ev.__dict__, "id": f"E{len(self.evidence) + 1}"})
+                self.evidence[ev.id] = ev_global
+            local[ev.id] = self.evidence[ev.id].id
+        seen = {_norm(f.claim): f for f in self.findings}
+        for finding in result.findings:
+            ids = [local[k] for k in finding.evidence if k in local]
+            if (same := seen.get(_norm(finding.claim))) is not None:
+                same.evidence += [i for i in ids if i not in same.evidence]
+                continue
+            merged = Finding(finding.claim, ids, finding.section)
+            self.findings.append(merged)
+            seen[_norm(merged.claim)] = merged
+
+    # -- 3b. derived figures: a bounded tool loop with the calculator -----------------------
+
+    async def figures(self, brief: ResearchBrief) -> None:
+        """Derived figures (sums, ratios, growth) as findings, each computed by the calculator
+        from numbers that appear in the evidence it cites; anything else is fed back as an
+        error for the model to correct. At most ``MAX_TOOL_STEPS`` calls."""
+        with_numbers = [f for f in self.findings if _NUMBER.search(f.claim)]
+        if not with_numbers:
+            return
+        registry = ToolRegistry([Tool(CALCULATOR.name, CALCULATOR.description, self._calc), THINK])
+        messages = messages_for(
+            prompts.FIGURES.format(
+                tools=registry.describe(),
+                brief=_brief_text(brief),
+                findings=_findings_text(with_numbers),
+            )
+        )
+        for _step in range(MAX_TOOL_STEPS):
+            try:
+                reply = await ask(self.ctx, messages, clean_output)
+            except (LLMError, BudgetExceeded) as exc:
+                self.note(f"figures step stopped ({exc.message})")
+                return
+            call = parse_tool_call(reply)
+            if call is None:
+                return  # DONE, or prose: nothing (more) to compute
+            result = await registry.call(call)
+            self.emit(
+                ToolCallEvent(
+                    tool=call.name, arguments=call.args, result=result.output, error=result.error
+                )
+            )
+            messages = [
+                *messages,
+                {"role": "assistant", "content": reply},
+                {
+                    "role": "user",
+                    "content": prompts.TOOL_RESULT.format(tool=call.name, output=result.output),
+                },
+            ]
+        self.note(f"figures step stopped after {MAX_TOOL_STEPS} tool calls")
+
+    async def _calc(self, args: Mapping[str, Any]) -> str:
+        expression, claim = args.get("expression"), args.get("claim")
+        ids = args.get("evidence")
+        if not isinstance(expression, str) or not isinstance(claim, str):
+            raise ToolArgumentError('calculator takes "expression", "evidence" and "claim"')
+        by_id = {e.id: e for e in self.evidence.values()}
+        if not isinstance(ids, list) or not ids or any(i not in by_id for i in ids):
+            raise ToolArgumentError(f"name the evidence ids the figures come from: {list(by_id)}")
+        passages = " ".join(by_id[i].text for i in ids).replace(",", "")
+        found = {n.rstrip(".") for n in _NUMBER.findall(passages)}
+        for number in _NUMBER.findall(expression.replace(",", "")):
+            if number.rstrip(".") not in found and number not in _CONSTANTS:
+                raise ToolArgumentError(f"{number} does not appear in {', '.join(ids)}")
+        value = await CALCULATOR.run({"expression": expression})
+        self.findings.append(
+            Finding(f"{claim.strip()}: {expression.strip()} = {value}", list(ids), "Figures")
+        )
+        return value
+
+    # -- 4. draft ------------------------------------------------------------------------
+
+    async def write(self, brief: ResearchBrief) -> dict[str, Any]:
+        """The draft as parsed JSON (citations still evidence ids)."""
+        if not self.findings:
+            return _draft_without_findings(brief)
+        evidence = list(self.evidence.values())[:MAX_EVIDENCE_IN_PROMPT]
+        prompt = prompts.WRITE.format(
+            brief=_brief_text(brief),
+            findings=_findings_text(self.findings),
+            evidence="\n\n".join(_render_evidence(e) for e in evidence),
+        )
+        try:
+            # Not budgeted: the researchers left this call its reserve.
+            return await ask(self.ctx, messages_for(prompt), json_object, budgeted=False)
+        except (LLMError, BudgetExceeded) as exc:
+            self.note(f"draft failed ({exc.message}); listing the findings as found")
+            return _draft_from_findings(brief, self.findings, exc.message)
+
+    # -- 5. quality check ----------------------------------------------------------------
+
+    def check_structure(self, draft: dict[str, Any], brief: ResearchBrief) -> Quality:
+        """The cheap checks: sentences without a citation, and citations whose passages do
+        not contain the sentence's key terms."""
+        quality = Quality()
+        for section in _draft_sections(draft):
+            for sentence in _sentences(section.text):
+                ids = _cited_ids(sentence)
+                claim = _claim(sentence, _EVIDENCE_REF)
+                if len(claim.split()) < 5:
+                    continue  # headings and fragments
+                if not ids:
+                    quality.uncited_sentences.append(claim)
+                    continue
+                passages = " ".join(e.text.lower() for e in self.evidence.values() if e.id in ids)
+                terms = _key_terms(claim)
+                found = sum(1 for t in terms if t in passages)
+                if len(terms) >= 3 and found / len(terms) < 0.34:
+                    quality.weak_citations.append(claim)
+        return quality
+
+    async def check(self, draft: dict[str, Any], brief: ResearchBrief, quality: Quality) -> Quality:
+        questions = brief.must_answer
+        text = " ".join(s.text for s in _draft_sections(draft)) + " " + str(draft.get("summary"))
+        covered: list[bool] | None = None
+        if self.findings:
+            try:
+                covered, gaps, score = await ask(
+                    self.ctx,
+                    messages_for(
+                        prompts.CHECK.format(
+                            questions="\n".join(f"{i}. {q}" for i, q in enumerate(questions, 1)),
+                            draft=escape_document(text[:8000]),
+                        )
+                    ),
+                    partial(parse_check, questions=len(questions)),
+                )
+                quality.gaps, quality.llm_score = gaps, score
+            except (LLMError, BudgetExceeded) as exc:
+                self.note(f"quality check failed ({exc.message}); using the structural check")
+        if covered is None:  # the structural stand-in: most of a question's terms appear
+            lower = text.lower()
+            covered = [_terms_share(q, lower) >= 0.5 for q in questions]
+        quality.missing_questions = [q for q, c in zip(questions, covered, strict=True) if not c]
+        quality.coverage = sum(covered) / len(covered) if covered else 1.0
+        quality.passed = (
+            not quality.missing_questions
+            and not quality.weak_citations
+            and not quality.uncited_sentences
+        )
+        return quality
+
+    # -- 6. the report -------------------------------------------------------------------
+
+    def finish(
+        self,
+        draft: dict[str, Any],
+        quality: Quality,
+        rounds: int,
+        brief: ResearchBrief,
+        plan: Plan,
+        started: float,
+    ) -> None:
+        r = self.report
+        numbers: dict[str, int] = {}
+        by_id = {e.id: e for e in self.evidence.values()}
+        dropped = 0
+
+        def cite(text: str) -> str:
+            nonlocal dropped
+
+            def one(m: re.Match[str]) -> str:
+                nonlocal dropped
+                refs = []
+                for eid in _EVIDENCE_ID.findall(m.group(1)):
+                    if eid not in by_id:
+                        dropped += 1
+                        continue
+                    numbers.setdefault(eid, len(numbers) + 1)
+                    refs.append(f"[{numbers[eid]}]")
+                return "".join(refs)
+
+            return _EVIDENCE_REF.sub(one, text)
+
+        r.title = str(draft.get("title") or brief.goal)
+        r.summary = cite(str(draft.get("summary") or ""))
+        r.sections = [ReportSection(s.title, cite(s.text)) for s in _draft_sections(draft)]
+        r.open_questions = [
+            *(_texts_of(draft.get("open_questions"))),
+            *(f"not answered by the documents found: {q}" for q in quality.missing_questions),
+        ]
+        for h in parse_hypotheses(draft.get("hypotheses")):
+            known = [e for e in h.evidence if e in by_id]
+            if h.status != "open" and not known:
+                self.note(f"hypothesis marked {h.status} without evidence; kept as open")
+                h = Hypothesis(h.statement, "open", [])
+            for eid in known:
+                numbers.setdefault(eid, len(numbers) + 1)
+            r.hypotheses.append(Hypothesis(h.statement, h.status, known))
+            self.emit(HypothesisEvent(hypothesis=r.hypotheses[-1]))
+        if dropped:
+            self.note(f"removed {dropped} citation(s) of evidence ids no researcher returned")
+        r.sources = [
+            Source(
+                n=n,
+                evidence_id=eid,
+                label=by_id[eid].label,
+                source=by_id[eid].source,
+                page=by_id[eid].page,
+                page_end=by_id[eid].page_end,
+                start=by_id[eid].start,
+                end=by_id[eid].end,
+                collection=by_id[eid].collection,
+                kind=by_id[eid].kind,
+            )
+            for eid, n in sorted(numbers.items(), key=lambda kv: kv[1])
+        ]
+        r.brief, r.plan, r.quality, r.revisions = brief, plan, quality, rounds
+        r.evidence = list(self.evidence.values())
+        r.findings = list(self.findings)
+        r.missing = [
+            f"section '{res.subtask.title}': {res.error}" for res in self.results if res.error
+        ]
+        r.cut_short = self.ctx.cut_short
+        r.usage = Usage(**self.ctx.usage.to_dict())
+        r.notes = list(self.ctx.notes)
+        r.seconds = time.perf_counter() - started
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def findings_from_answer(answer: Answer, section: str) -> tuple[list[Finding], list[Evidence]]:
+    """Each cited sentence of a researcher's answer as a finding; its citations as evidence
+    (ids are passage keys here; ``_Run.merge`` gives them their E ids)."""
+    by_n = {s.n: s for s in answer.sources}
+    evidence: dict[str, Evidence] = {}
+    findings: list[Finding] = []
+    for sentence in _sentences(answer.answer):
+        keys = []
+        for n in (int(x) for x in _CITATION.findall(sentence)):
+            if (src := by_n.get(n)) is None:
+                continue
+            key = "|".join(
+                str(v) for v in (src.collection, src.source, src.start, src.end, _digest(src.text))
+            )
+            evidence.setdefault(
+                key,
+                Evidence(
+                    id=key,
+                    text=src.text,
+                    source=src.source,
+                    page=src.page,
+                    page_end=src.page_end,
+                    start=src.start,
+                    end=src.end,
+                    collection=src.collection,
+                    kind=src.kind,
+                ),
+            )
+            if key not in keys:
+                keys.append(key)
+        claim = _claim(sentence, _CITATION)
+        if keys and claim:
+            findings.append(Finding(claim, keys, section))
+    return findings, list(evidence.values())
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def _sentences(text: str) -> list[str]:
+    # A citation after the full stop ("... lab. [2]") belongs to the sentence it follows.
+    text = _CITE_AFTER_END.sub(r" \2\1", text)
+    return [s for s in (_MARKER.sub("", p).strip() for p in _SENTENCE_END.split(text)) if s]
+
+
+def _claim(sentence: str, citation: re.Pattern[str]) -> str:
+    """The sentence without its citations (and the space they leave before punctuation)."""
+    return _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(citation.sub("", sentence).split()))
+
+
+def _cited_ids(sentence: str) -> set[str]:
+    return {i for m in _EVIDENCE_REF.findall(sentence) for i in _EVIDENCE_ID.findall(m)}
+
+
+def _key_terms(text: str) -> list[str]:
+    words = [w.lower().rstrip(".") for w in _WORD.findall(text)]
+    return [w for w in dict.fromkeys(words) if (len(w) >= 4 or w.isdigit()) and w not in _STOP]
+
+
+def _terms_share(question: str, text: str) -> float:
+    terms = _key_terms(question)
+    return sum(1 for t in terms if t in text) / len(terms) if terms else 1.0
+
+
+def _texts_of(value: Any) -> list[str]:
+    if not isinstance(value, list):
+        return []
+    return [" ".join(v.split()) for v in value if isinstance(v, str) and v.strip()]
+
+
+def _draft_sections(draft: dict[str, Any]) -> list[ReportSection]:
+    out = []
+    for s in draft.get("sections") or []:
+        if isinstance(s, dict) and isinstance(s.get("text"), str) and s["text"].strip():
+            out.append(ReportSection(str(s.get("title") or "Findings"), s["text"].strip()))
+    return out
+
+
+def _brief_text(brief: ResearchBrief) -> str:
+    lines = [f"Goal: {brief.goal}"]
+    if brief.scope:
+        lines.append(f"Scope: {brief.scope}")
+    if brief.audience:
+        lines.append(f"Audience: {brief.audience}")
+    lines += [f"Must answer: {q}" for q in brief.must_answer]
+    lines += [f"Constraint: {c}" for c in brief.constraints]
+    lines += [f"Assumption: {a}" for a in brief.assumptions]
+    return escape_document("\n".join(lines))
+
+
+def _findings_text(findings: Sequence[Finding]) -> str:
+    lines: list[str] = []
+    section = None
+    for f in findings:
+        if f.section != section:
+            section = f.section
+            lines.append(f"## {escape_document(section)}")
+        refs = "".join(f"[{e}]" for e in f.evidence)
+        lines.append(f"- {escape_document(f.claim)} {refs}")
+    return "\n".join(lines)
+
+
+def _render_evidence(e: Evidence) -> str:
+    attributes = f'id="{e.id}" source="{escape_attribute(e.label)}"'
+    return DOCUMENT.format(attributes=attributes, text=escape_document(e.text[:EVIDENCE_CHARS]))
+
+
+def _draft_from_findings(
+    brief: ResearchBrief, findings: Sequence[Finding], reason: str
+) -> dict[str, Any]:
+    sections: dict[str, list[str]] = {}
+    for f in findings:
+        refs = "".join(f"[{e}]" for e in f.evidence)
+        sections.setdefault(f.section, []).append(f"- {f.claim} {refs}")
+    return {
+        "title": brief.goal,
+        "summary": f"No written report: {reason}. The findings as the researchers returned them.",
+        "sections": [{"title": t, "text": "\n".join(lines)} for t, lines in sections.items()],
+    }
+
+
+def _draft_without_findings(brief: ResearchBrief) -> dict[str, Any]:
+    return {
+        "title": brief.goal,
+        "summary": "The researchers found no cited evidence in the documents for this request.",
+        "sections": [],
+    }
+
+
+# -- entry points --------------------------------------------------------------------------
+
+
+async def stream_research(
+    settings: Settings,
+    llm: ChatModel,
+    retriever: Retriever,
+    request: ResearchRequest,
+    *,
+    web: WebSearchTool | None = None,
+) -> AsyncIterator[ResearchEvent]:
+    """Yield the run's events as they happen (researchers run concurrently); the last is a
+    ``ResearchDoneEvent`` carrying the ``Report``."""
+    queue: asyncio.Queue[ResearchEvent | BaseException] = asyncio.Queue()
+    run = _Run(settings, llm, retriever, request, queue.put_nowait, web)
+
+    async def main() -> None:
+        try:
+            await run.execute()
+        except BaseException as exc:
+            queue.put_nowait(exc)
+            raise
+
+    task = asyncio.ensure_future(main())
+    try:
+        while True:
+            item = await queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+            if item.type == "done":
+                return
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def run_research(
+    searcher: Components,
+    request: ResearchRequest | str,
+    *,
+    on_event: Callable[[ResearchEvent], None] | None = None,
+    web: WebSearchTool | None = None,
+) -> Report:
+    """A research ``Report`` from a ``DeepSearcher`` (or anything with its ``settings``,
+    ``llm`` and ``retriever``)."""
+    req = ResearchRequest(request) if isinstance(request, str) else request
+    llm = searcher.llm
+    if llm is None:
+        raise LLMError(
+            "research needs an LLM: none is configured",
+            "set llm.base_url and llm.model in config.yaml",
+        )
+    retriever = await asyncio.to_thread(lambda: searcher.retriever)
+    report: Report | None = None
+    async for event in stream_research(searcher.settings, llm, retriever, req, web=web):
+        if on_event is not None:
+            on_event(event)
+        if event.type == "done":
+            report = event.report
+    assert report is not None
+    return report

@@ -1,0 +1,112 @@
+"""A small tool registry for researchers, with tool calls parsed from plain JSON replies (small
+local models lack native tool calling): ``{"tool": "calculator", "args": {...}}``. An unknown
+tool or bad arguments come back as an error result for the model to read, never a crash."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from deepsearcher.agents.parsing import clean_output
+from deepsearcher.research.calculator import CalculatorError, calculate
+
+ToolFunction = Callable[[Mapping[str, Any]], Awaitable[str]]
+_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str  # shown to the model, with the argument names
+    run: ToolFunction
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    call: ToolCall
+    output: str
+    error: bool = False
+
+
+class ToolRegistry:
+    def __init__(self, tools: list[Tool] | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools or []:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        self._tools[tool.name] = tool
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def describe(self) -> str:
+        return "\n".join(f"- {t.name}: {t.description}" for t in self._tools.values())
+
+    async def call(self, call: ToolCall) -> ToolResult:
+        tool = self._tools.get(call.name)
+        if tool is None:
+            known = ", ".join(self._tools) or "none"
+            return ToolResult(call, f"error: unknown tool {call.name!r}; tools: {known}", True)
+        try:
+            return ToolResult(call, await tool.run(call.args))
+        except ToolArgumentError as exc:
+            return ToolResult(call, f"error: {exc}", True)
+
+
+class ToolArgumentError(ValueError):
+    """Arguments a tool cannot use; the message goes back to the model."""
+
+
+def parse_tool_call(reply: str) -> ToolCall | None:
+    """The tool call in a reply (a JSON object with ``tool`` and optional ``args``), else None:
+    a reply that is not a tool call is the model's final answer."""
+    text = clean_output(reply)
+    match = _OBJECT.search(text)
+    if match is None:
+        return None
+    try:
+        value = json.loads(match.group(0))
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("tool"), str):
+        return None
+    args = value.get("args", value.get("arguments", {}))
+    return ToolCall(value["tool"], args if isinstance(args, dict) else {"_invalid": args})
+
+
+async def _calculator(args: Mapping[str, Any]) -> str:
+    expression = args.get("expression")
+    if not isinstance(expression, str):
+        raise ToolArgumentError('calculator takes {"expression": "<arithmetic>"}')
+    try:
+        value = calculate(expression)
+    except CalculatorError as exc:
+        raise ToolArgumentError(exc.message) from None
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+async def _think(args: Mapping[str, Any]) -> str:
+    # A scratchpad: the thought is kept in the conversation, nothing is looked up.
+    return "noted"
+
+
+CALCULATOR = Tool(
+    "calculator",
+    'arithmetic on figures from the evidence; args {"expression": "(120 - 100) / 100"}',
+    _calculator,
+)
+THINK = Tool("think", 'a scratchpad step; args {"thought": "..."}', _think)
+
+
+def default_registry() -> ToolRegistry:
+    return ToolRegistry([CALCULATOR, THINK])

@@ -1,0 +1,488 @@
+"""Research reports (issue #14, first slice) in-process: the real stages, the real deep-search
+researchers and Retriever over tests/memory_index.py, a ScriptedChatModel for the LLM. Each
+test checks what a reader of the report would notice: citations that resolve, a section named
+as missing, a report marked cut short, a plan that fell back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from deepsearcher.cli import app
+from deepsearcher.config import Settings
+from deepsearcher.errors import LLMError
+from deepsearcher.llm import Completion, Message
+from deepsearcher.research import Report, ResearchRequest, stream_research
+from deepsearcher.research.calculator import CalculatorError, calculate
+from deepsearcher.research.events import ResearchEvent
+from deepsearcher.research.tools import ToolCall, default_registry, parse_tool_call
+from deepsearcher.retrieval import Retriever
+from tests.llm_server import ScriptedLLMServer
+from tests.memory_index import MODEL, MemoryStore, WordHashEmbedder
+from tests.sample_docs import write_docs
+from tests.scripted_model import ScriptedChatModel, task_of
+
+CORPUS = {
+    "robots.txt": [
+        "The NR-7 robot carries a payload of twelve kilograms on its arm.",
+        "The NR-7 battery lasts ten hours and is supplied by Kestrel Energy.",
+    ],
+    "offices.txt": [
+        "Rafael Ortega is the office manager in Austin.",
+        "The Lyon office has forty employees and a robotics lab.",
+    ],
+    "travel.md": [
+        "Travel expenses above 500 dollars need approval from the CFO.",
+        "The international per diem is 95 dollars per day.",
+    ],
+}
+_DOCUMENT = re.compile(r"<document[^>]*>\n(.*?)\n</document>", re.S)
+_QUESTION = re.compile(r"^Question: (.*)$", re.M)
+_FINDING = re.compile(r"^- (.*?) ((?:\[E\d+\])+)$", re.M)
+
+SECTIONS = [
+    {"title": "Battery supplier", "question": "Who supplies the NR-7 battery?", "complexity": 1},
+    {"title": "Lyon office", "question": "How many employees work in the Lyon office?"},
+]
+BRIEF = {
+    "goal": "Brief on the NR-7 battery and the Lyon office",
+    "must_answer": ["Who supplies the NR-7 battery?", "How large is the Lyon office?"],
+    "assumptions": ["the reader is the new CFO"],
+    "question": "Which office do you mean?",
+}
+
+
+class InFlightModel(ScriptedChatModel):
+    """Counts calls in flight per task: each call yields to the loop before it answers, so
+    calls that overlap (concurrent researchers) are seen together."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight: dict[str, int] = {}
+        self.max_in_flight: dict[str, int] = {}
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
+        task = task_of(messages)
+        self.in_flight[task] = self.in_flight.get(task, 0) + 1
+        self.max_in_flight[task] = max(self.max_in_flight.get(task, 0), self.in_flight[task])
+        try:
+            for _ in range(3):
+                await asyncio.sleep(0)
+            return await super().complete(messages, max_tokens=max_tokens)
+        finally:
+            self.in_flight[task] -= 1
+
+
+def _decompose(prompt: str) -> str:
+    return json.dumps([_QUESTION.findall(prompt)[-1]])
+
+
+def _answer(prompt: str) -> str:
+    """Cites the first passage with its own words, as a grounded model would."""
+    docs = _DOCUMENT.findall(prompt)
+    if not docs:
+        return "The documents do not state it."
+    return f"{docs[0].rstrip('.')} [1]."
+
+
+def _write(prompt: str) -> str:
+    findings = _FINDING.findall(prompt)
+    text = " ".join(f"{claim} {refs}" for claim, refs in findings)
+    first_id = re.findall(r"E\d+", findings[0][1])[0] if findings else "E1"
+    return json.dumps(
+        {
+            "title": "NR-7 battery and Lyon office",
+            "summary": f"{findings[0][0]} {findings[0][1]}" if findings else "",
+            "sections": [{"title": "Findings", "text": text}],
+            "open_questions": ["Contract terms with the supplier."],
+            "hypotheses": [
+                {
+                    "statement": "One supplier for the battery",
+                    "status": "supported",
+                    "evidence": [first_id],
+                },
+                {"statement": "Lyon will grow", "status": "refuted", "evidence": ["E99"]},
+            ],
+        }
+    )
+
+
+def _script(llm: ScriptedChatModel, *, plan: Any = SECTIONS) -> None:
+    llm.add_rule("TASK: research-brief", json.dumps(BRIEF))
+    llm.add_rule("TASK: research-plan", plan if isinstance(plan, str) else json.dumps(plan))
+    llm.add_rule("TASK: decompose", _decompose)
+    llm.add_rule("TASK: judge", "YES")
+    llm.add_rule("TASK: reflect", "[]")
+    llm.add_rule("TASK: answer", _answer)
+    llm.add_rule("TASK: research-write", _write)
+    llm.add_rule("TASK: research-check", json.dumps({"covered": [True, True], "gaps": []}))
+
+
+def _settings() -> Settings:
+    settings = Settings()
+    settings.embedding.model = MODEL
+    settings.query.top_k = 2
+    return settings
+
+
+def _run(llm: ScriptedChatModel, **request: Any) -> tuple[Report, list[ResearchEvent]]:
+    settings = _settings()
+    store = MemoryStore(WordHashEmbedder())
+    store.add("docs", CORPUS)
+    retriever = Retriever(WordHashEmbedder(), store, settings)
+    req = ResearchRequest(
+        request.pop("request", "Brief me on the NR-7 battery and Lyon"), **request
+    )
+
+    async def go() -> list[ResearchEvent]:
+        return [e async for e in stream_research(settings, llm, retriever, req)]
+
+    events = asyncio.run(go())
+    last = events[-1]
+    assert last.type == "done" and last.report is not None
+    return last.report, events
+
+
+def _citations(markdown: str) -> set[int]:
+    body = markdown.split("## Sources")[0]
+    return {int(n) for n in re.findall(r"\[(\d+)\]", body)}
+
+
+def test_report_cites_sources_that_resolve_to_evidence() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)
+    report, events = _run(llm)
+    md = report.to_markdown()
+    numbers = {s.n for s in report.sources}
+    assert _citations(md) and _citations(md) <= numbers  # every [n] has a source
+    evidence = {e.id: e for e in report.evidence}
+    for source in report.sources:  # every source maps back to a passage of a file
+        assert evidence[source.evidence_id].source == source.source
+        assert source.source in CORPUS
+    for finding in report.findings:
+        assert finding.evidence and all(e in evidence for e in finding.evidence)
+    assert "Kestrel Energy" in md and "forty employees" in md
+    assert "robots.txt" in md.split("## Sources")[1]
+    # The brief records the question it did not ask; the hypotheses keep only real evidence.
+    assert report.brief is not None
+    assert "not asked (non-interactive): Which office do you mean?" in report.brief.assumptions
+    statuses = {h.statement: h.status for h in report.hypotheses}
+    assert statuses == {"One supplier for the battery": "supported", "Lyon will grow": "open"}
+    assert report.quality is not None and report.quality.passed and report.quality.coverage == 1
+    assert not report.cut_short and not report.missing
+    types = [e.type for e in events]
+    for stage in ("brief", "plan", "researcher_started", "researcher_finished", "quality"):
+        assert stage in types
+    assert "hypothesis" in types
+    assert report.to_dict()["usage"]["llm_calls"] == len(llm.history)
+
+
+def test_an_answered_clarifying_question_rewrites_the_brief() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)
+    asked: list[str] = []
+
+    async def clarify(question: str) -> str:
+        asked.append(question)
+        return "the Lyon office in France"
+
+    clear = dict(BRIEF, question="", goal="Lyon office headcount")
+    llm.add_rule(lambda p: "The user answered: the Lyon office" in p, json.dumps(clear))
+    report, _ = _run(llm, clarify=clarify)
+    assert asked == ["Which office do you mean?"]
+    assert report.brief is not None and report.brief.goal == "Lyon office headcount"
+    assert report.brief.assumptions[0] == (
+        "clarified: Which office do you mean? -> the Lyon office in France"
+    )
+    assert len(llm.calls("research-brief")) == 2
+
+
+def test_findings_and_evidence_are_deduplicated_across_researchers() -> None:
+    llm = ScriptedChatModel()
+    same = {"title": "Battery again", "question": "Who supplies the NR-7 battery?"}
+    _script(llm, plan=[SECTIONS[0], same])
+    report, _ = _run(llm)
+    claims = [f.claim for f in report.findings]
+    assert len(claims) == len(set(claims)) == 1
+    texts = [e.text for e in report.evidence]
+    assert len(texts) == len(set(texts))
+
+
+def test_unparseable_plan_becomes_one_section_with_a_note() -> None:
+    llm = ScriptedChatModel()
+    _script(llm, plan="I would split this into several parts.")
+    report, events = _run(llm)
+    assert report.plan is not None and len(report.plan.sections) == 1
+    assert report.plan.note and "plan failed" in report.plan.note
+    assert any(n.startswith("plan failed") for n in report.notes)
+    assert len(llm.calls("research-plan")) == 2  # asked once more with the problem
+    assert [e.section for e in events if e.type == "researcher_started"] == [
+        "Brief on the NR-7 battery and the Lyon office"
+    ]
+    assert report.findings  # the one section was still researched
+
+
+def test_a_failing_researcher_leaves_its_section_named_as_missing() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)
+    llm.add_rule(
+        lambda p: p.startswith("TASK: decompose") and "Lyon" in p, RuntimeError("index broke")
+    )
+    report, events = _run(llm)
+    assert report.missing == [
+        "section 'Lyon office': researcher failed: RuntimeError('index broke')"
+    ]
+    assert "Lyon office" in report.to_markdown().split("## Summary")[0]
+    assert "Kestrel Energy" in report.to_markdown()  # the other section survived
+    finished = {e.section: e.error for e in events if e.type == "researcher_finished"}
+    assert finished["Battery supplier"] is None and "index broke" in str(finished["Lyon office"])
+
+
+def test_spent_budget_writes_a_report_marked_cut_short() -> None:
+    llm = ScriptedChatModel()
+    plan = [dict(SECTIONS[0], complexity=3), SECTIONS[1], {"title": "Travel", "question": "x"}]
+    _script(llm, plan=plan)
+    # 13 calls: brief + plan leave 11, 3 are kept for the draft: 8 for 5 units of complexity.
+    report, _ = _run(llm, max_llm_calls=13)
+    assert report.cut_short
+    assert report.missing == [
+        "section 'Lyon office': budget spent before it was researched (1 call(s) left)",
+        "section 'Travel': budget spent before it was researched (1 call(s) left)",
+    ]
+    md = report.to_markdown()
+    assert md.count("Cut short") == 1 and "Kestrel Energy" in md
+    assert report.usage.llm_calls <= 13
+
+
+def test_budget_spent_inside_the_researchers_cuts_the_report_short() -> None:
+    """The token budget runs out after the researchers started: the shared budget refuses
+    their next calls, each section says it has no findings and why, the report is cut short."""
+    llm = ScriptedChatModel()
+    _script(llm)
+    _run(llm)
+    brief_and_plan = (
+        sum(sum(len(m["content"].split()) for m in messages) for messages in llm.history[:2])
+        + len(json.dumps(BRIEF).split())
+        + len(json.dumps(SECTIONS).split())
+    )
+    llm = ScriptedChatModel()
+    _script(llm)
+    report, _ = _run(llm, max_tokens=brief_and_plan + 1)
+    assert report.cut_short == f"token budget of {brief_and_plan + 1} reached"
+    assert [m.split(":")[0] for m in report.missing] == [
+        "section 'Battery supplier'",
+        "section 'Lyon office'",
+    ]
+    assert all("research budget spent" in m for m in report.missing)
+    assert llm.calls("decompose") and not llm.calls("answer")
+    md = report.to_markdown()
+    assert "Cut short" in md and "Missing" in md and not report.sources
+
+
+def test_a_failed_draft_lists_the_findings_with_their_citations() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)
+    llm.add_rule("TASK: research-write", LLMError("model overloaded"))
+    report, _ = _run(llm, max_revisions=0)
+    assert report.summary.startswith("No written report: model overloaded.")
+    assert [s.title for s in report.sections] == ["Battery supplier", "Lyon office"]
+    md = report.to_markdown()
+    assert "Kestrel Energy" in md and "forty employees" in md
+    assert _citations(md) == {s.n for s in report.sources} == {1, 2}
+    assert any(n.startswith("draft failed (model overloaded)") for n in report.notes)
+
+
+def test_researchers_run_concurrently_under_the_cap() -> None:
+    llm = InFlightModel()
+    _script(llm)
+    _run(llm, max_concurrency=2)
+    assert llm.max_in_flight["decompose"] == 2
+    one_at_a_time = InFlightModel()
+    _script(one_at_a_time)
+    _run(one_at_a_time, max_concurrency=1)
+    assert one_at_a_time.max_in_flight["decompose"] == 1
+
+
+def test_quality_gaps_trigger_one_gap_round_and_a_revision() -> None:
+    llm = ScriptedChatModel()
+    _script(llm, plan=[SECTIONS[0]])
+    llm.add_rule(
+        "TASK: research-check",
+        json.dumps({"covered": [True, False], "gaps": ["Lyon office employees"]}),
+        times=1,
+    )
+    report, events = _run(llm, max_revisions=2)
+    assert [e.gaps for e in events if e.type == "revision"] == [["Lyon office employees"]]
+    assert report.revisions == 1 and len(llm.calls("research-write")) == 2
+    assert "forty employees" in report.to_markdown()
+    assert report.quality is not None and report.quality.passed
+
+
+def test_uncited_and_unsupported_sentences_fail_the_structural_check() -> None:
+    llm = ScriptedChatModel()
+    _script(llm, plan=[SECTIONS[0]])
+    draft = {
+        "title": "t",
+        "sections": [
+            {
+                "title": "s",
+                "text": "The battery comes from a supplier nobody has named here. "
+                "Penguins migrate across frozen Antarctic glaciers yearly [E1].",
+            }
+        ],
+    }
+    llm.add_rule("TASK: research-write", json.dumps(draft))
+    report, _ = _run(llm, max_revisions=0)
+    q = report.quality
+    assert q is not None and not q.passed
+    assert q.uncited_sentences == ["The battery comes from a supplier nobody has named here."]
+    assert q.weak_citations == ["Penguins migrate across frozen Antarctic glaciers yearly."]
+
+
+def test_figures_come_from_the_calculator_on_cited_numbers_in_a_bounded_loop() -> None:
+    llm = ScriptedChatModel()
+    plan = [
+        {"title": "Per diem", "question": "What is the international per diem?"},
+        {"title": "Approval", "question": "Which travel expenses need approval from the CFO?"},
+    ]
+    _script(llm, plan=plan)
+    steps = [
+        {"expression": "500 / 95", "evidence": ["E1", "E2"], "claim": "Days of per diem"},
+        {"expression": "500 / 90", "evidence": ["E2"], "claim": "A figure nobody wrote"},
+    ]
+    replies = [
+        *(json.dumps({"tool": "calculator", "args": a}) for a in steps),
+        json.dumps({"tool": "shell", "args": {"cmd": "ls"}}),
+        json.dumps({"tool": "think", "args": {"thought": "check the limit"}}),
+        "DONE",
+    ]
+    llm.add_rule("TASK: research-figures", lambda p: replies[p.count("TOOL RESULT")])
+    report, events = _run(llm, figures=True)
+    calls = [e for e in events if e.type == "tool_call"]
+    assert [(c.tool, c.error) for c in calls] == [
+        ("calculator", False),
+        ("calculator", True),
+        ("shell", True),
+        ("think", False),
+    ]
+    assert "90 does not appear in E2" in calls[1].result
+    assert "unknown tool 'shell'" in calls[2].result
+    # Each error went back to the model, and the loop stopped at its bound, not at DONE.
+    assert (
+        "TOOL RESULT (calculator): error: 90 does not appear"
+        in llm.calls("research-figures")[2][-1]["content"]
+    )
+    assert len(llm.calls("research-figures")) == 4
+    assert "figures step stopped after 4 tool calls" in report.notes
+    figure = next(f for f in report.findings if f.section == "Figures")
+    assert figure.claim == "Days of per diem: 500 / 95 = 5.26316"
+    # Traceable: every number in the expression is in the passages the figure cites.
+    cited = " ".join(e.text for e in report.evidence if e.id in figure.evidence)
+    assert "95 dollars" in cited and "500 dollars" in cited
+    assert re.search(r"500 / 95 = 5\.26316\.? ?\[\d+\]\[\d+\]", report.to_markdown())
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"), [("(120 - 100) / 100", 0.2), ("1,250 * 2", 2500), ("-2 ** 3", -8)]
+)
+def test_calculator_does_arithmetic(expression: str, value: float) -> None:
+    assert calculate(expression) == pytest.approx(value)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "__import__('os')",
+        "x + 1",
+        "(1).real",
+        "'a' * 3",
+        "9 ** 999",
+        "10 ** 20 ** 3",
+        "1 / 0",
+        "[1, 2]",
+        "True + 1",
+        "lambda: 1",
+    ],
+)
+def test_calculator_refuses_anything_but_arithmetic(expression: str) -> None:
+    with pytest.raises(CalculatorError):
+        calculate(expression)
+
+
+def test_tool_calls_parse_from_plain_replies_and_errors_go_back_to_the_model() -> None:
+    registry = default_registry()
+    call = parse_tool_call('```json\n{"tool": "calculator", "args": {"expression": "3*4"}}\n```')
+    assert call == ToolCall("calculator", {"expression": "3*4"})
+    assert parse_tool_call("The answer is 12.") is None
+
+    async def go() -> list[tuple[str, bool]]:
+        calls = [
+            call,
+            ToolCall("shell", {"cmd": "ls"}),
+            ToolCall("calculator", {"expression": "open('x')"}),
+            ToolCall("calculator", {}),
+        ]
+        return [(r.output, r.error) for r in [await registry.call(c) for c in calls]]
+
+    results = asyncio.run(go())
+    assert results[0] == ("12", False)
+    assert results[1][1] and "unknown tool 'shell'" in results[1][0]
+    assert results[2][1] and "not allowed" in results[2][0]
+    assert results[3][1] and "expression" in results[3][0]
+
+
+def test_research_command_end_to_end(tmp_path: Path, llm_server: ScriptedLLMServer) -> None:
+    """Through the real CLI: Milvus Lite, the packaged embedder, the scripted LLM server."""
+    env = {
+        "DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "r.db"),
+        "DEEPSEARCHER_LLM__BASE_URL": llm_server.base_url,
+    }
+    docs = write_docs(tmp_path / "docs")
+    loaded = CliRunner().invoke(app, ["load", str(docs), "--collection", "docs"], env=env)
+    assert loaded.exit_code == 0, loaded.output
+    llm_server.add_rule("TASK: research-brief", json.dumps(BRIEF))
+    llm_server.add_rule("TASK: research-plan", json.dumps(SECTIONS))
+    llm_server.add_rule("TASK: research-write", lambda req: _write(_server_prompt(req)))
+    llm_server.add_rule("TASK: research-check", json.dumps({"covered": [True, True]}))
+    out = tmp_path / "report.json"
+    res = CliRunner().invoke(app, ["research", "Brief me", "--json", "--out", str(out)], env=env)
+    assert res.exit_code == 0, res.output
+    assert "plan 2 section(s): Battery supplier, Lyon office" in res.stderr
+    report = json.loads(out.read_text())
+    numbers = {s["n"] for s in report["sources"]}
+    cited = {int(n) for s in report["sections"] for n in re.findall(r"\[(\d+)\]", s["text"])}
+    assert cited and cited <= numbers
+    assert report["usage"]["llm_calls"] == len(llm_server.requests)
+    assert not report["missing"] and not report["cut_short"]
+    empty = CliRunner().invoke(app, ["research", "  "], env=env)
+    assert empty.exit_code == 1 and "error: the request is empty" in empty.stderr
+
+
+def _server_prompt(req: dict[str, Any]) -> str:
+    return "\n".join(
+        m["content"]
+        for m in req["messages"]
+        if m["role"] == "user" and isinstance(m["content"], str)
+    )
+
+
+def test_research_help_and_readme() -> None:
+    res = CliRunner().invoke(app, ["research", "--help"], env={"COLUMNS": "100"})
+    assert res.exit_code == 0
+    assert "<bool>" not in res.output and "--max-sections" in res.output
+    assert not re.search(r"--verbose\s+(-v\s+)?<int>", res.output)
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "deepsearcher research" in readme and "## Research reports (preview)" in readme
