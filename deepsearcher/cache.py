@@ -93,10 +93,10 @@ def _answer_settings(settings: Settings) -> dict[str, Any]:
         ),
         "embedding": settings.embedding.model_dump(include={"provider", "model", "dimensions"}),
         "query": settings.query.model_dump(),
+        # Search settings (hybrid, analyzer, fusion window, RRF k, new ones too), not where
+        # the store is; the effective dense weight, which follows the embedder when unset.
         "vector_store": {
-            "hybrid": store.hybrid,
-            "analyzer": store.analyzer,
-            "hybrid_candidates": store.hybrid_candidates,
+            **store.model_dump(exclude={"provider", "uri", "token_env", "collection"}),
             "dense_weight": store.dense_weight,
         },
     }

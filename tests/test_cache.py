@@ -299,3 +299,28 @@ def test_mcp_deep_search_shows_cached(
     assert second["cached"] is True and second_calls == 0
     assert second["answer"] == first["answer"] and second["sources"] == first["sources"]
     assert fresh["cached"] is False and fresh_calls > 0
+
+
+def test_settings_that_steer_the_search_are_part_of_the_key(settings: Settings) -> None:
+    from deepsearcher.cache import AnswerCache
+    from deepsearcher.store import MilvusStore
+
+    store = MilvusStore(settings.vector_store)
+    try:
+        changed = []
+        for section, key, value in (
+            ("vector_store", "hybrid_rrf_k", 60),
+            ("query", "max_context_chunks", 5),
+            ("llm", "model", "another"),
+            ("embedding", "model", "another"),
+        ):
+            s = settings.model_copy(deep=True)
+            setattr(getattr(s, section), key, value)
+            changed.append(AnswerCache(store, s).key(ASKED, QueryOptions()))
+        same = settings.model_copy(deep=True)
+        same.llm.timeout_s = 1  # how long a call may take does not change the answer
+        base = AnswerCache(store, settings).key(ASKED, QueryOptions())
+        assert AnswerCache(store, same).key(ASKED, QueryOptions()) == base
+        assert len({base, *changed}) == 5
+    finally:
+        store.close()
