@@ -166,6 +166,7 @@ def _settings(args: argparse.Namespace, llm_url: str, rerank: str, conc: int) ->
         overrides={
             "vector_store": {"uri": str(args.db), "collection": COLLECTION},
             "llm": {"base_url": llm_url, "max_concurrency": conc, "model": "scripted"},
+            "cache": {"enabled": False},  # every run measures a real search
             "query": {
                 "rerank": rerank,
                 "max_iter": args.max_iter,

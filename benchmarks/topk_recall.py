@@ -46,6 +46,7 @@ async def _run(args: argparse.Namespace) -> list[list[str]]:
                 overrides={
                     "vector_store": {"uri": str(args.db), "collection": COLLECTION},
                     "llm": {"base_url": llm.base_url, "max_concurrency": 40, "model": "scripted"},
+                    "cache": {"enabled": False},  # every run measures a real search
                     "query": {"top_k": k, "max_iter": 3, "max_llm_calls": 200},
                 },
                 environ={},

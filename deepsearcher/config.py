@@ -259,6 +259,17 @@ class WebSearchSettings(_Section):
     allow_private_hosts: bool = Field(False, description="Allow fetching private/loopback hosts.")
 
 
+class CacheSettings(_Section):
+    enabled: bool = Field(
+        True,
+        description="Answer a repeated question from the answer cache (stored in the vector "
+        "store; marked cached: true). A load that changes a collection invalidates it.",
+    )
+    ttl_s: float = Field(
+        86400.0, gt=0, description="Seconds a cached answer stays valid (default one day)."
+    )
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -270,6 +281,7 @@ class Settings(BaseModel):
     query: QuerySettings = Field(default_factory=QuerySettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     web_search: WebSearchSettings = Field(default_factory=WebSearchSettings)
+    cache: CacheSettings = Field(default_factory=CacheSettings)
     config_path: str | None = Field(
         None, exclude=True, description="Where file settings came from."
     )

@@ -180,6 +180,10 @@ class Ingestor:
             )
             try:
                 if jobs:
+                    if existing_meta is not None and not rebuild:
+                        # Before the first write, so no answer cached from here on outlives
+                        # the load even if it is killed midway (the cache keys on the version).
+                        await asyncio.to_thread(self.store.bump_version, collection)
                     await self._run_pipeline(jobs, collection, embedder, report, created)
                 await created
             finally:
@@ -190,6 +194,14 @@ class Ingestor:
 
         if prune:
             await self._prune(collection, records, report)
+        if (
+            existing_meta is not None
+            and not rebuild
+            and (report.files_loaded or report.chunks_removed)
+        ):
+            # Again after the last write: answers cached during the load drew on part of it.
+            # (A new or rebuilt collection got a fresh version when it was created.)
+            await asyncio.to_thread(self.store.bump_version, collection)
 
         report.chunks_total = await asyncio.to_thread(self.store.count, collection)
         report.seconds = time.perf_counter() - t0
@@ -252,6 +264,8 @@ class Ingestor:
         self, collection: str, records: dict[str, FileRecord], report: LoadReport
     ) -> None:
         gone = await asyncio.to_thread(lambda: [s for s in records if not Path(s).exists()])
+        if gone:
+            await asyncio.to_thread(self.store.bump_version, collection)
         for source in gone:
             rec = records[source]
             removed = await asyncio.to_thread(

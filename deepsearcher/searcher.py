@@ -12,18 +12,20 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from collections.abc import AsyncIterator, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from deepsearcher.cache import AnswerCache
 from deepsearcher.config import Settings, load_settings
 from deepsearcher.embedding import Embedder, build_embedder
-from deepsearcher.errors import WebSearchError
+from deepsearcher.errors import StoreError, WebSearchError
 from deepsearcher.ingest import Ingestor, ProgressCallback
 from deepsearcher.options import QueryOptions
 from deepsearcher.retrieval import Retriever
 from deepsearcher.store import CollectionInfo, VectorStore, build_store, validate_collection_name
-from deepsearcher.types import Answer, Event, LoadReport
+from deepsearcher.types import Answer, AnswerDeltaEvent, DoneEvent, Event, LoadReport, Usage
 
 if TYPE_CHECKING:
     # Type-only: the modules below import the openai SDK (seconds), which a process that
@@ -203,30 +205,78 @@ class DeepSearcher:
             self._web_tool(options.web),
         )
 
+    def _answer_cache(self, options: QueryOptions, use_cache: bool) -> AnswerCache | None:
+        """The cache for this question, or None: off in config or for this call, or the web
+        is searched (its results change without any load telling us)."""
+        web = self.settings.web_search.enabled if options.web is None else options.web
+        if not (use_cache and self.settings.cache.enabled) or web:
+            return None
+        return AnswerCache(self.store, self.settings)
+
     async def astream(
-        self, question: str, options: QueryOptions | None = None, **overrides: object
+        self,
+        question: str,
+        options: QueryOptions | None = None,
+        *,
+        use_cache: bool = True,
+        **overrides: object,
     ) -> AsyncIterator[Event]:
         """Yield progress events; the last is a ``DoneEvent`` carrying the ``Answer``.
 
         ``options`` (or keyword ``overrides`` of its fields, e.g. ``top_k=3``) tune this
-        question; an unknown name raises ``UnknownOptionError`` listing the valid ones."""
+        question; an unknown name raises ``UnknownOptionError`` listing the valid ones.
+        A question answered before (``cache.enabled``, unless ``use_cache=False``) is answered
+        from the cache: one ``AnswerDeltaEvent`` with the whole text, then the ``DoneEvent``
+        whose answer has ``cached=True`` and zero usage."""
+        t0 = time.perf_counter()
         opts = (options or QueryOptions()).with_values(overrides)
+        cache = await asyncio.to_thread(self._answer_cache, opts, use_cache)
+        key: str | None = None
+        if cache is not None:
+            try:
+                key = await asyncio.to_thread(cache.key, question, opts)
+                hit = await asyncio.to_thread(cache.get, key)
+            except StoreError as exc:  # a cache that fails must not fail the question
+                logger.warning("answer cache unavailable, answering afresh: %s", exc)
+                cache = key = hit = None
+            if hit is not None:
+                hit.question = question
+                hit.usage = Usage()  # this reply cost no LLM call
+                hit.seconds = time.perf_counter() - t0
+                yield AnswerDeltaEvent(text=hit.answer)
+                yield DoneEvent(answer=hit)
+                return
         # Building the agent opens the store and loads the embedding model: not on the loop.
         agent = await asyncio.to_thread(self.build_agent, opts)
         async for event in agent.run(question, opts):
+            if event.type == "done" and cache is not None and key is not None:
+                try:
+                    await asyncio.to_thread(cache.put, key, event.answer)
+                except StoreError as exc:
+                    logger.warning("answer not cached: %s", exc)
             yield event
 
     async def aquery(
-        self, question: str, options: QueryOptions | None = None, **overrides: object
+        self,
+        question: str,
+        options: QueryOptions | None = None,
+        *,
+        use_cache: bool = True,
+        **overrides: object,
     ) -> Answer:
         answer: Answer | None = None
-        async for event in self.astream(question, options, **overrides):
+        async for event in self.astream(question, options, use_cache=use_cache, **overrides):
             if event.type == "done":
                 answer = event.answer
         assert answer is not None, "agent ended without a done event"
         return answer
 
     def query(
-        self, question: str, options: QueryOptions | None = None, **overrides: object
+        self,
+        question: str,
+        options: QueryOptions | None = None,
+        *,
+        use_cache: bool = True,
+        **overrides: object,
     ) -> Answer:
-        return run_sync(self.aquery(question, options, **overrides), "query")
+        return run_sync(self.aquery(question, options, use_cache=use_cache, **overrides), "query")

@@ -251,6 +251,8 @@ class Answer:
     seconds: float = 0.0
     cut_short: str | None = None  # why the loop stopped early (budget), if it did
     notes: list[str] = field(default_factory=list)  # visible degradations (web down, bad output)
+    # Served from the answer cache: no search ran and no LLM was called for this reply.
+    cached: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -267,6 +269,7 @@ class Answer:
                 "dropped": self.chunks_dropped,
             },
             "seconds": round(self.seconds, 3),
+            "cached": self.cached,
         }
         if self.cut_short:
             d["cut_short"] = self.cut_short

@@ -68,9 +68,14 @@ def minilm() -> SentenceTransformerEmbedder:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    """Settings with a fresh Milvus Lite database in tmp_path."""
+    """Settings with a fresh Milvus Lite database in tmp_path. The answer cache is off: a test
+    that asks a question twice means two searches; tests/test_cache.py turns it on."""
     return load_settings(
-        overrides={"vector_store": {"uri": str(tmp_path / "milvus.db")}}, environ={}
+        overrides={
+            "vector_store": {"uri": str(tmp_path / "milvus.db")},
+            "cache": {"enabled": False},
+        },
+        environ={},
     )
 
 

@@ -118,6 +118,10 @@ def query(
         bool | None,
         typer.Option("--web/--no-web", help="Also search the web (overrides config)."),
     ] = None,
+    no_cache: Annotated[
+        bool,
+        typer.Option("--no-cache", help="Search afresh even when the answer is cached."),
+    ] = False,
     filter_: Annotated[
         list[str] | None,
         typer.Option(
@@ -153,12 +157,12 @@ def query(
         options = QueryOptions(collections=collection or None, web=web, filter=flt)
         with DeepSearcher(settings) as ds:
             if as_json:
-                answer = ds.query(question, options)
+                answer = ds.query(question, options, use_cache=not no_cache)
                 typer.echo(json.dumps(answer.to_dict(), ensure_ascii=False))
             else:
                 handler.addFilter(_drop_rendered_notes)
                 with QueryView(err_console(), out_console(), verbose=verbose > 0) as view:
-                    answer = asyncio.run(_consume(ds, question, view, options))
+                    answer = asyncio.run(_consume(ds, question, view, options, not no_cache))
                 view.finish(answer)
     _report_lost_llm(settings, answer, explicit_agent=agent is not None)
 
@@ -195,11 +199,13 @@ def _drop_rendered_notes(record: logging.LogRecord) -> bool:
     return not (record.name == "deepsearcher.run_context" and record.funcName == "note")
 
 
-async def _consume(ds: DeepSearcher, question: str, view: Any, options: QueryOptions) -> Any:
+async def _consume(
+    ds: DeepSearcher, question: str, view: Any, options: QueryOptions, use_cache: bool
+) -> Any:
     from deepsearcher.run_context import LLM_UNREACHABLE
 
     answer = None
-    async for event in ds.astream(question, options):
+    async for event in ds.astream(question, options, use_cache=use_cache):
         if event.type == "done":
             answer = event.answer
         # The lost LLM is said once, by _report_lost_llm.

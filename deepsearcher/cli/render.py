@@ -210,7 +210,8 @@ def print_sources(console: Console, answer: Any) -> None:
     u = answer.usage
     console.print(
         f"\n[dim]{answer.mode} · {answer.iterations} iteration(s) · {u.llm_calls} LLM calls · "
-        f"{u.prompt_tokens}+{u.completion_tokens} tokens · {answer.seconds:.1f}s[/]",
+        f"{u.prompt_tokens}+{u.completion_tokens} tokens · {answer.seconds:.1f}s"
+        f"{' · cached (--no-cache asks afresh)' if getattr(answer, 'cached', False) else ''}[/]",
         highlight=False,
     )
     if answer.cut_short:

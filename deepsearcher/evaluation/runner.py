@@ -328,7 +328,8 @@ async def _ask(
     answer: Answer | None = None
     kept: list[str] = []
     options = QueryOptions(agent=agent, collections=[collection], max_iter=max_iter)
-    async for event in ds.astream(question, options):
+    # An evaluation measures the search: never an answer cached by an earlier run.
+    async for event in ds.astream(question, options, use_cache=False):
         if event.type == "verdict" and event.kept:
             kept.append(event.source)
         elif event.type == "done":

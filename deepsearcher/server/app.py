@@ -183,8 +183,10 @@ class _Service:
             if note:
                 notes.append(note)
             yield NoteEvent(message=note or f"standalone question: {question}")
-        search = QueryOptions.from_mapping(self.search_options(options))
-        async for event in self.searcher.astream(question, search):
+        use_cache = bool(options.get("cache", True))
+        values = {k: v for k, v in options.items() if k != "cache"}
+        search = QueryOptions.from_mapping(self.search_options(values))
+        async for event in self.searcher.astream(question, search, use_cache=use_cache):
             if isinstance(event, DoneEvent) and event.answer is not None:
                 event.answer.usage.add(usage)
                 event.answer.notes[:0] = notes

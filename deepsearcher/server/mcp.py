@@ -201,6 +201,10 @@ def build_mcp(
         web: Annotated[
             bool | None, Field(description="Also search the web (default: web_search.enabled).")
         ] = None,
+        cache: Annotated[
+            bool,
+            Field(description="Answer from the answer cache when asked before (cached: true)."),
+        ] = True,
         filter: Annotated[
             list[str] | dict[str, Any] | None,
             Field(description=_FILTER_DESCRIPTION),
@@ -232,7 +236,7 @@ def build_mcp(
                     "retry in a while, or raise server.max_queued_searches",
                 )
             try:
-                async for event in searcher.astream(question, options):
+                async for event in searcher.astream(question, options, use_cache=cache):
                     if view is not None:  # paths as the client may see them
                         event = view.event(event)
                     message = _progress_message(event)

@@ -29,6 +29,7 @@ class SearchOptions(BaseModel):
     agent: Literal["deep", "naive"] | None = None
     max_iter: int | None = Field(None, ge=1, le=10)
     top_k: int | None = Field(None, ge=1, le=100)
+    cache: bool = True  # false: search afresh even when the answer is cached
     # Metadata filter: a list of "KEY OP VALUE" strings or an object (deepsearcher.filters).
     filter: list[str] | dict[str, Any] | str | None = None
 
@@ -42,6 +43,8 @@ class SearchOptions(BaseModel):
         flt = Filter.from_json(self.filter)
         if flt is not None:
             out["filter"] = flt
+        if not self.cache:
+            out["cache"] = False  # not a QueryOptions field: taken out by the service
         return out
 
 

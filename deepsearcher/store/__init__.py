@@ -15,7 +15,9 @@ from deepsearcher.config import VectorStoreSettings
 from deepsearcher.errors import StoreError
 from deepsearcher.store._client import lock_holders
 from deepsearcher.store.base import (
+    INTERNAL_PREFIX,
     MANIFEST_SUFFIX,
+    AnswerStore,
     CollectionInfo,
     CollectionMeta,
     FileManifest,
@@ -27,8 +29,10 @@ from deepsearcher.store.base import (
 from deepsearcher.store.milvus import MilvusStore
 
 __all__ = [
+    "INTERNAL_PREFIX",
     "MANIFEST_SUFFIX",
     "STORES",
+    "AnswerStore",
     "CollectionInfo",
     "CollectionMeta",
     "FileManifest",

@@ -15,6 +15,8 @@ from deepsearcher.filters import Filter
 from deepsearcher.types import Chunk, Hit
 
 MANIFEST_SUFFIX = "__files"
+# Collections the store keeps for itself (the answer cache): never listed, never loadable.
+INTERNAL_PREFIX = "_deepsearcher"
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,200}$")
 
 
@@ -67,12 +69,29 @@ class FileManifest(Protocol):
     def delete_file_record(self, name: str, source: str) -> None: ...
 
 
+class AnswerStore(Protocol):
+    """Cached answers by key, shared by every process on the store: an opaque payload and the
+    time (epoch seconds) it expires. Expired entries are never returned."""
+
+    def get_answer(self, key: str, now: float) -> str | None: ...
+    def put_answer(self, key: str, payload: str, expires_at: float) -> None: ...
+    def prune_answers(self, now: float) -> None: ...
+
+
 class VectorStore(Protocol):
     """Chunk storage and similarity search, one logical collection per document set. Creating
-    or dropping a collection creates or drops its file manifest too."""
+    or dropping a collection creates or drops its file manifest too.
+
+    Every collection carries a version, a token that changes whenever its chunks may have
+    changed (created, rebuilt, loaded into, pruned, described anew): the answer cache keys on it,
+    so a cached answer stops matching once a collection it drew on changes."""
 
     @property
     def manifest(self) -> FileManifest: ...
+    @property
+    def answers(self) -> AnswerStore: ...
+    def collection_versions(self, names: Sequence[str] | None) -> dict[str, str]: ...
+    def bump_version(self, name: str) -> None: ...
     def list_collections(self) -> list[CollectionInfo]: ...
     def get_meta(self, name: str) -> CollectionMeta | None: ...
     def ensure_collection(
@@ -109,9 +128,11 @@ def check_compatible(name: str, existing: CollectionMeta, wanted: CollectionMeta
 
 
 def validate_collection_name(name: str) -> str:
-    if not _NAME_RE.match(name) or name.endswith(MANIFEST_SUFFIX):
+    internal = name.endswith(MANIFEST_SUFFIX) or name.startswith(INTERNAL_PREFIX)
+    if not _NAME_RE.match(name) or internal:
         raise StoreError(
             f"invalid collection name '{name}'",
-            "use letters, digits and underscores, starting with a letter (not ending in __files)",
+            "use letters, digits and underscores, starting with a letter (not ending in __files,"
+            f" not starting with {INTERNAL_PREFIX})",
         )
     return name

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -20,7 +21,9 @@ from deepsearcher.config import VectorStoreSettings
 from deepsearcher.errors import CollectionNotFoundError, IncompatibleCollectionError
 from deepsearcher.filters import Filter
 from deepsearcher.store._client import MilvusConnection
+from deepsearcher.store.answers import MilvusAnswerStore
 from deepsearcher.store.base import (
+    INTERNAL_PREFIX,
     MANIFEST_SUFFIX,
     CollectionInfo,
     CollectionMeta,
@@ -34,6 +37,8 @@ from deepsearcher.types import Chunk, Hit
 logger = logging.getLogger(__name__)
 
 _META_KEY = "deepsearcher.meta"
+# A random token, new whenever the collection's content may have changed (see VectorStore).
+_VERSION_KEY = "deepsearcher.version"
 _TEXT_MAX = 65535
 _SEARCH_FIELDS = ["doc_id", "source", "text", "meta"]
 
@@ -62,10 +67,15 @@ class MilvusStore:
         self._conn = MilvusConnection(settings)
         self.uri = self._conn.uri
         self._manifest = MilvusFileManifest(self._conn)
+        self._answers = MilvusAnswerStore(self._conn)
 
     @property
     def manifest(self) -> MilvusFileManifest:
         return self._manifest
+
+    @property
+    def answers(self) -> MilvusAnswerStore:
+        return self._answers
 
     @property
     def _client(self) -> Any:  # the raw client, for tests that read rows directly
@@ -77,7 +87,7 @@ class MilvusStore:
         names = sorted(self._conn.call(self._client.list_collections))
         infos = []
         for name in names:
-            if name.endswith(MANIFEST_SUFFIX):
+            if name.endswith(MANIFEST_SUFFIX) or name.startswith(INTERNAL_PREFIX):
                 continue
             files = self._manifest.count(name) if name + MANIFEST_SUFFIX in names else 0
             infos.append(CollectionInfo(name, self.count(name), self.get_meta(name), files))
@@ -153,7 +163,31 @@ class MilvusStore:
             name,
             schema=schema,
             index_params=index,
-            properties={_META_KEY: json.dumps(asdict(meta))},
+            properties={_META_KEY: json.dumps(asdict(meta)), _VERSION_KEY: _new_version()},
+        )
+
+    def collection_versions(self, names: Sequence[str] | None) -> dict[str, str]:
+        """The version of each named collection that exists (all user collections when
+        ``names`` is None); "" for one made before versions existed."""
+        if names is None:
+            every = self._conn.call(self._client.list_collections)
+            names = [
+                n
+                for n in every
+                if not n.endswith(MANIFEST_SUFFIX) and not n.startswith(INTERNAL_PREFIX)
+            ]
+        versions: dict[str, str] = {}
+        for name in names:
+            if self._conn.has(name):
+                desc = self._conn.call(self._client.describe_collection, name)
+                versions[name] = str((desc.get("properties") or {}).get(_VERSION_KEY, ""))
+        return versions
+
+    def bump_version(self, name: str) -> None:
+        self._conn.call(
+            self._client.alter_collection_properties,
+            name,
+            properties={_VERSION_KEY: _new_version()},
         )
 
     def set_description(self, name: str, description: str) -> None:
@@ -164,7 +198,8 @@ class MilvusStore:
         self._conn.call(
             self._client.alter_collection_properties,
             name,
-            properties={_META_KEY: json.dumps(asdict(meta))},
+            # The description steers routing between collections: answers may change.
+            properties={_META_KEY: json.dumps(asdict(meta)), _VERSION_KEY: _new_version()},
         )
 
     def drop_collection(self, name: str) -> None:
@@ -302,6 +337,10 @@ class MilvusStore:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _new_version() -> str:
+    return uuid.uuid4().hex
 
 
 def _chunk_row(c: Chunk, vector: np.ndarray) -> dict[str, Any]:
