@@ -13,7 +13,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     # only loads or lists collections never needs. They are imported where first used.
     from deepsearcher.agents import Agent
     from deepsearcher.llm import ChatModel
+    from deepsearcher.research import Report, ResearchEvent, ResearchRequest
     from deepsearcher.tools.web import WebSearch, WebSearchTool
 
 logger = logging.getLogger(__name__)
@@ -280,3 +281,29 @@ class DeepSearcher:
         **overrides: object,
     ) -> Answer:
         return run_sync(self.aquery(question, options, use_cache=use_cache, **overrides), "query")
+
+    # -- research reports -------------------------------------------------------------------
+
+    async def aresearch(
+        self,
+        request: ResearchRequest | str,
+        *,
+        web: bool | None = None,
+        on_event: Callable[[ResearchEvent], None] | None = None,
+    ) -> Report:
+        """A cited research ``Report`` for a broader request (brief, plan, researchers,
+        draft, quality check, revisions); ``on_event`` sees every stage as it happens."""
+        # Imported on use, like the agents it runs: openai is slow to import.
+        from deepsearcher.research import run_research
+
+        tool = await asyncio.to_thread(self._web_tool, web)
+        return await run_research(self, request, on_event=on_event, web=tool)
+
+    def research(
+        self,
+        request: ResearchRequest | str,
+        *,
+        web: bool | None = None,
+        on_event: Callable[[ResearchEvent], None] | None = None,
+    ) -> Report:
+        return run_sync(self.aresearch(request, web=web, on_event=on_event), "research")

@@ -24,6 +24,7 @@ from deepsearcher.research.calculator import CalculatorError, calculate
 from deepsearcher.research.events import ResearchEvent
 from deepsearcher.research.tools import ToolCall, default_registry, parse_tool_call
 from deepsearcher.retrieval import Retriever
+from deepsearcher.searcher import DeepSearcher
 from tests.llm_server import ScriptedLLMServer
 from tests.memory_index import MODEL, MemoryStore, WordHashEmbedder
 from tests.sample_docs import write_docs
@@ -187,6 +188,21 @@ def test_report_cites_sources_that_resolve_to_evidence() -> None:
     for stage in ("brief", "plan", "researcher_started", "researcher_finished", "quality"):
         assert stage in types
     assert "hypothesis" in types
+    assert report.to_dict()["usage"]["llm_calls"] == len(llm.history)
+
+
+def test_the_library_facade_writes_the_same_report_with_its_own_components() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)
+    store = MemoryStore(WordHashEmbedder())
+    store.add("docs", CORPUS)
+    ds = DeepSearcher(_settings(), embedder=WordHashEmbedder(), store=store, llm=llm)
+    seen: list[str] = []
+    report = ds.research(
+        "Brief me on the NR-7 battery and Lyon", on_event=lambda e: seen.append(e.type)
+    )
+    assert "Kestrel Energy" in report.to_markdown() and report.sources
+    assert seen[0] == "brief" and seen[-1] == "done" and "researcher_started" in seen
     assert report.to_dict()["usage"]["llm_calls"] == len(llm.history)
 
 
