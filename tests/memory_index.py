@@ -49,6 +49,8 @@ class MemoryStore:
         self._passages: dict[str, list[Hit]] = {}
         self._vectors: dict[str, np.ndarray] = {}
         self._meta: dict[str, CollectionMeta] = {}
+        self._versions: dict[str, int] = {}
+        self.answers = MemoryAnswers()
 
     def add(
         self,
@@ -73,6 +75,14 @@ class MemoryStore:
             chunk_overlap=0,
             description=description,
         )
+        self.bump_version(collection)
+
+    def collection_versions(self, names: Sequence[str] | None) -> dict[str, str]:
+        wanted = self._passages if names is None else [n for n in names if n in self._passages]
+        return {n: str(self._versions.get(n, 0)) for n in wanted}
+
+    def bump_version(self, name: str) -> None:
+        self._versions[name] = self._versions.get(name, 0) + 1
 
     def list_collections(self) -> list[CollectionInfo]:
         return [
@@ -106,3 +116,20 @@ class MemoryStore:
 
     def close(self) -> None:
         pass
+
+
+class MemoryAnswers:
+    """The answer cache's storage in a dict: payloads with their expiry time."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple[str, float]] = {}
+
+    def get_answer(self, key: str, now: float) -> str | None:
+        row = self._rows.get(key)
+        return row[0] if row and row[1] > now else None
+
+    def put_answer(self, key: str, payload: str, expires_at: float) -> None:
+        self._rows[key] = (payload, expires_at)
+
+    def prune_answers(self, now: float) -> None:
+        self._rows = {k: row for k, row in self._rows.items() if row[1] > now}

@@ -160,6 +160,7 @@ def test_unnamed_search_never_returns_a_forbidden_passage(site: dict[str, Any]) 
         "model": "deepsearcher",
         "stream": True,
         "messages": [{"role": "user", "content": HR_QUESTION}],
+        "cache": False,  # a real search, so its trace events can be checked too
     }
     frames: list[dict[str, Any]] = []
     with httpx.stream(
