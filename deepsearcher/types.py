@@ -284,7 +284,7 @@ class Answer:
 
 
 @dataclass
-class _EventBase:
+class EventBase:
     """What every event shares: its JSON form. Each event names its ``type`` as a ``Literal``,
     so ``Event`` is a tagged union a type checker narrows on ``event.type == "done"``."""
 
@@ -293,14 +293,14 @@ class _EventBase:
 
 
 @dataclass
-class SubQueriesEvent(_EventBase):
+class SubQueriesEvent(EventBase):
     type: Literal["sub_queries"] = field(default="sub_queries", init=False)
     queries: list[str] = field(default_factory=list)
     iteration: int = 0
 
 
 @dataclass
-class SearchEvent(_EventBase):
+class SearchEvent(EventBase):
     type: Literal["search"] = field(default="search", init=False)
     query: str = ""
     hits: int = 0
@@ -308,7 +308,7 @@ class SearchEvent(_EventBase):
 
 
 @dataclass
-class VerdictEvent(_EventBase):
+class VerdictEvent(EventBase):
     type: Literal["verdict"] = field(default="verdict", init=False)
     chunk_id: str = ""
     source: str = ""
@@ -316,14 +316,14 @@ class VerdictEvent(_EventBase):
 
 
 @dataclass
-class ReflectionEvent(_EventBase):
+class ReflectionEvent(EventBase):
     type: Literal["reflection"] = field(default="reflection", init=False)
     gap_queries: list[str] = field(default_factory=list)
     iteration: int = 0
 
 
 @dataclass
-class NoteEvent(_EventBase):
+class NoteEvent(EventBase):
     """A visible degradation or decision (web search down, item dropped, budget hit)."""
 
     type: Literal["note"] = field(default="note", init=False)
@@ -331,13 +331,13 @@ class NoteEvent(_EventBase):
 
 
 @dataclass
-class AnswerDeltaEvent(_EventBase):
+class AnswerDeltaEvent(EventBase):
     type: Literal["answer_delta"] = field(default="answer_delta", init=False)
     text: str = ""
 
 
 @dataclass(kw_only=True)
-class DoneEvent(_EventBase):
+class DoneEvent(EventBase):
     """The last event of every run."""
 
     type: Literal["done"] = field(default="done", init=False)

@@ -21,6 +21,23 @@ DIMENSION = 512
 _WORD = re.compile(r"[a-z0-9]{3,}")
 
 
+# A small corpus the in-process agent and research tests search: source -> its passages.
+CORPUS = {
+    "robots.txt": [
+        "The NR-7 robot carries a payload of twelve kilograms on its arm.",
+        "The NR-7 battery lasts ten hours and is supplied by Kestrel Energy.",
+    ],
+    "offices.txt": [
+        "Rafael Ortega is the office manager in Austin.",
+        "The Lyon office has forty employees and a robotics lab.",
+    ],
+    "travel.md": [
+        "Travel expenses above 500 dollars need approval from the CFO.",
+        "The international per diem is 95 dollars per day.",
+    ],
+}
+
+
 class WordHashEmbedder:
     model_name = MODEL
     dimension = DIMENSION

@@ -8,12 +8,16 @@ the end-to-end path (HTTP, retries, timeouts) is tested against ``tests/llm_serv
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
 from deepsearcher.llm import Completion, Message, StreamPiece
 from deepsearcher.types import Usage
+
+# One passage as the product's prompts delimit it (render_document); group 1 is its text.
+DOCUMENT = re.compile(r"<document[^>]*>\n(.*?)\n</document>", re.S)
 
 Reply = str | Exception | Callable[[str], str]
 Match = str | Callable[[str], bool]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -18,24 +17,8 @@ from deepsearcher.config import Settings
 from deepsearcher.options import QueryOptions, UnknownOptionError
 from deepsearcher.retrieval import Retriever
 from deepsearcher.types import Answer, Event
-from tests.memory_index import MODEL, MemoryStore, WordHashEmbedder
-from tests.scripted_model import ScriptedChatModel
-
-CORPUS = {
-    "robots.txt": [
-        "The NR-7 robot carries a payload of twelve kilograms on its arm.",
-        "The NR-7 battery lasts ten hours and is supplied by Kestrel Energy.",
-    ],
-    "offices.txt": [
-        "Rafael Ortega is the office manager in Austin.",
-        "The Lyon office has forty employees and a robotics lab.",
-    ],
-    "travel.md": [
-        "Travel expenses above 500 dollars need approval from the CFO.",
-        "The international per diem is 95 dollars per day.",
-    ],
-}
-_DOCUMENT = re.compile(r"<document[^>]*>\n(.*?)\n</document>", re.S)
+from tests.memory_index import CORPUS, MODEL, MemoryStore, WordHashEmbedder
+from tests.scripted_model import DOCUMENT, ScriptedChatModel
 
 
 def _settings(**query: Any) -> Settings:
@@ -69,14 +52,14 @@ def _run(agent: Any, question: str, **options: Any) -> tuple[Answer, list[Event]
 
 
 def _documents(messages: list[dict[str, str]]) -> list[str]:
-    return _DOCUMENT.findall(messages[-1]["content"])
+    return DOCUMENT.findall(messages[-1]["content"])
 
 
 def _judge_yes_if(*words: str) -> Callable[[str], str]:
     """A judge that reads the passage: YES when it holds one of ``words``."""
 
     def reply(prompt: str) -> str:
-        (passage,) = _DOCUMENT.findall(prompt)
+        (passage,) = DOCUMENT.findall(prompt)
         return "YES" if any(w in passage for w in words) else "NO"
 
     return reply

@@ -26,25 +26,10 @@ from deepsearcher.research.tools import ToolCall, default_registry, parse_tool_c
 from deepsearcher.retrieval import Retriever
 from deepsearcher.searcher import DeepSearcher
 from tests.llm_server import ScriptedLLMServer
-from tests.memory_index import MODEL, MemoryStore, WordHashEmbedder
+from tests.memory_index import CORPUS, MODEL, MemoryStore, WordHashEmbedder
 from tests.sample_docs import write_docs
-from tests.scripted_model import ScriptedChatModel, task_of
+from tests.scripted_model import DOCUMENT, ScriptedChatModel, task_of
 
-CORPUS = {
-    "robots.txt": [
-        "The NR-7 robot carries a payload of twelve kilograms on its arm.",
-        "The NR-7 battery lasts ten hours and is supplied by Kestrel Energy.",
-    ],
-    "offices.txt": [
-        "Rafael Ortega is the office manager in Austin.",
-        "The Lyon office has forty employees and a robotics lab.",
-    ],
-    "travel.md": [
-        "Travel expenses above 500 dollars need approval from the CFO.",
-        "The international per diem is 95 dollars per day.",
-    ],
-}
-_DOCUMENT = re.compile(r"<document[^>]*>\n(.*?)\n</document>", re.S)
 _QUESTION = re.compile(r"^Question: (.*)$", re.M)
 _FINDING = re.compile(r"^- (.*?) ((?:\[E\d+\])+)$", re.M)
 
@@ -93,7 +78,7 @@ def _decompose(prompt: str) -> str:
 
 def _answer(prompt: str) -> str:
     """Cites the first passage with its own words, as a grounded model would."""
-    docs = _DOCUMENT.findall(prompt)
+    docs = DOCUMENT.findall(prompt)
     if not docs:
         return "The documents do not state it."
     return f"{docs[0].rstrip('.')} [1]."

@@ -3,39 +3,34 @@ type checker narrows ``event.type == "done"`` to the event carrying the ``Report
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from deepsearcher.research.models import Hypothesis, Plan, Quality, Report, ResearchBrief
+from deepsearcher.types import EventBase
 
 
 @dataclass
-class _Base:
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class BriefEvent(_Base):
+class BriefEvent(EventBase):
     type: Literal["brief"] = field(default="brief", init=False)
     brief: ResearchBrief | None = None
 
 
 @dataclass
-class PlanEvent(_Base):
+class PlanEvent(EventBase):
     type: Literal["plan"] = field(default="plan", init=False)
     plan: Plan | None = None
 
 
 @dataclass
-class ResearcherStartedEvent(_Base):
+class ResearcherStartedEvent(EventBase):
     type: Literal["researcher_started"] = field(default="researcher_started", init=False)
     section: str = ""
     budget: int = 0
 
 
 @dataclass
-class ResearcherFinishedEvent(_Base):
+class ResearcherFinishedEvent(EventBase):
     type: Literal["researcher_finished"] = field(default="researcher_finished", init=False)
     section: str = ""
     findings: int = 0
@@ -45,7 +40,7 @@ class ResearcherFinishedEvent(_Base):
 
 
 @dataclass
-class ToolCallEvent(_Base):
+class ToolCallEvent(EventBase):
     type: Literal["tool_call"] = field(default="tool_call", init=False)
     tool: str = ""
     arguments: dict[str, Any] = field(default_factory=dict)
@@ -54,33 +49,33 @@ class ToolCallEvent(_Base):
 
 
 @dataclass
-class HypothesisEvent(_Base):
+class HypothesisEvent(EventBase):
     type: Literal["hypothesis"] = field(default="hypothesis", init=False)
     hypothesis: Hypothesis | None = None
 
 
 @dataclass
-class QualityEvent(_Base):
+class QualityEvent(EventBase):
     type: Literal["quality"] = field(default="quality", init=False)
     quality: Quality | None = None
     round: int = 0
 
 
 @dataclass
-class RevisionEvent(_Base):
+class RevisionEvent(EventBase):
     type: Literal["revision"] = field(default="revision", init=False)
     round: int = 0
     gaps: list[str] = field(default_factory=list)
 
 
 @dataclass
-class ResearchNoteEvent(_Base):
+class ResearchNoteEvent(EventBase):
     type: Literal["note"] = field(default="note", init=False)
     message: str = ""
 
 
 @dataclass
-class ResearchDoneEvent(_Base):
+class ResearchDoneEvent(EventBase):
     type: Literal["done"] = field(default="done", init=False)
     report: Report | None = None
 
