@@ -116,6 +116,25 @@ class Retriever:
         skipped = ", ".join(f"{n} ({m})" for n, m in foreign.items())
         return usable, f"skipped collections embedded with another model: {skipped}"
 
+    async def searchable(
+        self,
+        requested: Sequence[str] | None,
+        infos: Sequence[CollectionInfo],
+        chosen: Sequence[str] | None = None,
+    ) -> tuple[list[str], list[str]]:
+        """The collections a search may use, and the notes the caller should show: those
+        ``requested`` (refused when missing), else ``chosen`` (a routing), else all; then only
+        those embedded like this retriever's (``embedded_alike``), with a note when a filter
+        cannot apply to some of them (``filter_note``)."""
+        self.check_requested(requested, infos)
+        if requested:
+            names = list(requested)
+        else:
+            names = list(chosen) if chosen is not None else [i.name for i in infos]
+        usable, skipped = self.embedded_alike(names, infos, explicit=bool(requested))
+        unfiltered = await self.filter_note(usable)
+        return usable, [n for n in (skipped, unfiltered) if n]
+
     async def search(
         self, queries: Sequence[str], collections: Sequence[str], top_k: int
     ) -> list[list[Hit]]:

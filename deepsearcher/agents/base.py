@@ -90,18 +90,13 @@ async def resolve_collections(
     """The collections to search: those requested, else those the LLM routes the question to
     (when several are described), else all; only those embedded like the retriever's."""
     infos = await retriever.available_collections()
-    retriever.check_requested(requested, infos)
+    retriever.check_requested(requested, infos)  # before routing spends an LLM call
     events: list[Event] = []
-    if requested:
-        names = list(requested)
-    else:
-        names, events = await _route(question, infos, ctx)
-    usable, skipped = retriever.embedded_alike(names, infos, explicit=bool(requested))
-    if skipped:
-        events.append(ctx.note(skipped))
-    unfiltered = await retriever.filter_note(usable)
-    if unfiltered:
-        events.append(ctx.note(unfiltered))
+    chosen = None
+    if not requested:
+        chosen, events = await _route(question, infos, ctx)
+    usable, notes = await retriever.searchable(requested, infos, chosen)
+    events.extend(ctx.note(n) for n in notes)
     return usable, events
 
 

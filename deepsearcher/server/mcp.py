@@ -171,19 +171,15 @@ def build_mcp(
                         i.name for i in await retriever.available_collections()
                     )
                 )
-            infos = await retriever.available_collections()
-            retriever.check_requested(collections, infos)
-            names = list(collections) if collections else [i.name for i in infos]
-            names, note = retriever.embedded_alike(names, infos, explicit=bool(collections))
             retriever = retriever.filtered(Filter.from_json(filter))
-            unfiltered = await retriever.filter_note(names)
+            infos = await retriever.available_collections()
+            names, notes = await retriever.searchable(collections, infos)
             k = top_k or searcher.settings.query.top_k
             hits = (await retriever.search([query], names, k))[0][:k]
         result: dict[str, Any] = {
             "query": query,
             "passages": [_passage(h, shown(h.source, h.collection)) for h in hits],
         }
-        notes = [n for n in (note, unfiltered) if n]
         if notes:
             result["notes"] = notes
         return result
