@@ -29,6 +29,7 @@ from deepsearcher.embedding import (  # noqa: E402
     build_embedder,
 )
 from tests.fixtures_llm import llm_server  # noqa: E402,F401
+from tests.milvus_server import milvus_server  # noqa: E402,F401
 
 
 @pytest.fixture(autouse=True)

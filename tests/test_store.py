@@ -1,11 +1,5 @@
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +9,7 @@ from deepsearcher.config import ChunkingSettings, VectorStoreSettings
 from deepsearcher.errors import IncompatibleCollectionError, StoreError
 from deepsearcher.store import CollectionMeta, FileRecord, MilvusStore
 from deepsearcher.types import Chunk
+from tests.milvus_server import free_port
 
 
 def _chunks(
@@ -208,47 +203,6 @@ def test_prefixed_load_is_incremental(tmp_path: Path, make_searcher, settings) -
     assert (docs / "handbook.md").resolve().as_posix() == hit.source
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def milvus_server(tmp_path: Path) -> Iterator[str]:
-    """A real Milvus gRPC server (milvus-lite's server mode) on loopback."""
-    port = _free_port()
-    exe = Path(sys.executable).with_name("milvus-lite")
-    proc = subprocess.Popen(
-        [
-            str(exe),
-            "server",
-            "--data-dir",
-            str(tmp_path / "srv"),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ},
-    )
-    try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
-        else:
-            pytest.fail("milvus-lite server did not start")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
 @pytest.mark.slow
 def test_server_uri_works_like_lite(milvus_server: str, embedder) -> None:
     store = MilvusStore(VectorStoreSettings(uri=milvus_server))
@@ -266,7 +220,7 @@ def test_server_uri_works_like_lite(milvus_server: str, embedder) -> None:
 
 def test_unreachable_server_is_a_clear_error() -> None:
     with pytest.raises(StoreError) as err:
-        MilvusStore(VectorStoreSettings(uri=f"http://127.0.0.1:{_free_port()}"))
+        MilvusStore(VectorStoreSettings(uri=f"http://127.0.0.1:{free_port()}"))
     assert "could not connect" in err.value.message
 
 
