@@ -25,7 +25,8 @@ class ResearchRequest:
     max_llm_calls: int | None = None  # the whole run's budget, shared by every stage
     max_tokens: int | None = None
     timeout_s: float | None = None
-    figures: bool = False  # derive figures from the findings with the calculator tool
+    figures: bool = False  # researchers get the calculator for figures in their evidence
+    max_tool_steps: int = 4  # replies of each researcher's tool loop (0: deep search only)
     # Asks the user the brief's clarifying question (an interactive CLI); returns the reply,
     # or None to go on with the assumption. Without it the brief records what it assumed.
     clarify: Callable[[str], Awaitable[str | None]] | None = None
@@ -83,6 +84,7 @@ class Finding:
     claim: str
     evidence: list[str]  # evidence ids
     section: str = ""
+    expression: str | None = None  # a calculator figure: the arithmetic on the cited numbers
 
 
 @dataclass
@@ -99,6 +101,7 @@ class SectionResult:
     subtask: Subtask
     findings: list[Finding] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
+    hypotheses: list[Hypothesis] = field(default_factory=list)  # evidence: passage keys
     budget: int = 0
     calls: int = 0
     cut_short: str | None = None
