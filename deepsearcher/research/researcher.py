@@ -206,6 +206,12 @@ class Researcher:
         self.budget -= answer.usage.llm_calls
         if self.run.request.max_tool_steps > 0:
             await self.use_tools()
+        if len(self.proposed) > MAX_HYPOTHESES:
+            dropped = len(self.proposed) - MAX_HYPOTHESES
+            self.note(
+                f"researcher '{self.title}': {dropped} hypothesis(es) beyond "
+                f"{MAX_HYPOTHESES} not tested"
+            )
         for statement, against in self.proposed[:MAX_HYPOTHESES]:
             await self.test_hypothesis(statement, against)
         result.calls += self.calls
