@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,10 +22,12 @@ from deepsearcher.research import Report, ResearchRequest, stream_research
 from deepsearcher.research.events import ResearchEvent
 from deepsearcher.research.researcher import MAX_HYPOTHESES, parse_verdict
 from deepsearcher.retrieval import Retriever
+from deepsearcher.tools import WebSearchTool, build_web_search_or_unavailable
 from tests.llm_server import ScriptedLLMServer, ToolCallsReply
 from tests.memory_index import CORPUS, MemoryStore, WordHashEmbedder
 from tests.scripted_model import ScriptedChatModel
 from tests.test_research import BRIEF, _citations, _run, _script, _server_prompt, _settings, _write
+from tests.test_web import ARTICLE, WebStub, web_settings
 
 NO_KEY_ENV = "DEEPSEARCHER_TEST_UNSET_KEY"
 PER_DIEM = [{"title": "Per diem", "question": "What is the international per diem?"}]
@@ -451,4 +454,68 @@ def test_a_whole_run_falls_back_to_json_tool_calls_when_tools_are_rejected(
     requests = _tool_requests(llm_server)
     assert ["tools" in r for r in requests] == [True, False, False, False]
     assert any(f.expression == "500 / 95" for f in report.findings)
+    assert_traceable(report)
+
+
+# -- web_search and fetch -----------------------------------------------------------------
+
+
+@pytest.fixture
+def stub() -> Iterator[WebStub]:
+    with WebStub() as s:
+        yield s
+
+
+def test_web_search_and_fetch_become_web_evidence_with_their_url(stub: WebStub) -> None:
+    stub.pages["a"] = ARTICLE
+    page = f"{stub.url}/page/a"
+    stub.results = [{"title": "care", "url": page, "content": "Falcon battery care snippet"}]
+    settings = web_settings(_settings(), stub, allow_private_hosts=True)
+    web = WebSearchTool(build_web_search_or_unavailable(settings.web_search), settings.web_search)
+    llm = ScriptedChatModel()
+    _script(llm, plan=PER_DIEM)
+    llm.add_rule(
+        "TASK: research-tools",
+        _steps(
+            _call("web_search", query="falcon battery warranty"),
+            _call("fetch", url="http://169.254.169.254/latest/meta-data"),
+            _call("fetch", url=page),
+            lambda p: _call(
+                "findings",
+                findings=[
+                    {
+                        "claim": "A swollen Falcon battery is replaced within ten working days",
+                        "evidence": [_id_of(p, "ten working days")],
+                    }
+                ],
+            ),
+        ),
+    )
+    store = MemoryStore(WordHashEmbedder())
+    store.add("docs", CORPUS)
+    retriever = Retriever(WordHashEmbedder(), store, settings)
+
+    async def go() -> list[ResearchEvent]:
+        req = ResearchRequest("Falcon battery warranty", max_revisions=0)
+        return [e async for e in stream_research(settings, llm, retriever, req, web=web)]
+
+    events = asyncio.run(go())
+    last = events[-1]
+    assert last.type == "done" and last.report is not None
+    report = last.report
+    calls = _tool_calls(events)
+    assert [(c.tool, c.error) for c in calls] == [
+        ("web_search", False),
+        ("fetch", True),
+        ("fetch", False),
+        ("findings", False),
+    ]
+    assert "fetch only reads pages a web_search returned" in calls[1].result
+    assert "/latest/meta-data" not in stub.everything_received()  # refused before any request
+    assert "ten working days" in calls[2].result and "Copyright" not in calls[2].result
+    finding = next(f for f in report.findings if "ten working days" in f.claim)
+    (eid,) = finding.evidence
+    ev = next(e for e in report.evidence if e.id == eid)
+    assert (ev.kind, ev.source) == ("web", page)
+    assert f"] {page}" in report.to_markdown().split("## Sources")[1]
     assert_traceable(report)

@@ -31,7 +31,7 @@ from deepsearcher.agents import DeepSearchAgent
 from deepsearcher.agents.base import escape_attribute, escape_document, messages_for
 from deepsearcher.agents.parsing import OutputParseError, clean_output
 from deepsearcher.config import Settings
-from deepsearcher.errors import BudgetExceeded, LLMError
+from deepsearcher.errors import BudgetExceeded, DeepSearcherError, LLMError
 from deepsearcher.llm import ChatModel, Completion, Message, StreamPiece, ToolSchema
 from deepsearcher.options import QueryOptions
 from deepsearcher.research import prompts
@@ -149,8 +149,8 @@ class SharedBudgetModel:
 
 
 @dataclass
-class ResearchTools:
-    """What every researcher of a run shares: the components and the run's one budget."""
+class ResearcherDeps:
+    """What every researcher of a run shares: its components and the run's one budget."""
 
     settings: Settings
     llm: ChatModel
@@ -163,9 +163,10 @@ class ResearchTools:
 
 @dataclass
 class Researcher:
-    run: ResearchTools
+    deps: ResearcherDeps
     subtask: Subtask
     budget: int  # LLM calls, its share of the run's budget
+    left: int = field(default=0, init=False)  # after the deep search: tools, hypotheses
     model: ChatModel = field(init=False)
     evidence: dict[str, Evidence] = field(default_factory=dict)  # passage key -> evidence
     short: dict[str, str] = field(default_factory=dict)  # E1 -> passage key (what prompts see)
@@ -178,18 +179,18 @@ class Researcher:
     _collections: list[str] | None = None
 
     def __post_init__(self) -> None:
-        self.model = SharedBudgetModel(self.run.llm, self.run.ctx, WRITE_RESERVE_CALLS)
+        self.model = SharedBudgetModel(self.deps.llm, self.deps.ctx, WRITE_RESERVE_CALLS)
 
     @property
     def title(self) -> str:
         return self.subtask.title
 
     def note(self, message: str) -> None:
-        self.run.ctx.note(message)
-        self.run.emit(ResearchNoteEvent(message=message))
+        self.deps.ctx.note(message)
+        self.deps.emit(ResearchNoteEvent(message=message))
 
     async def research(self) -> SectionResult:
-        extra = self.run.request.max_tool_steps + MAX_HYPOTHESES
+        extra = self.deps.request.max_tool_steps + MAX_HYPOTHESES
         # The deep search leaves the tools their calls only when that still leaves it enough.
         reserve = extra if self.budget - extra >= 2 * MIN_RESEARCHER_CALLS else 0
         answer = await self.deep_search(self.budget - reserve)
@@ -203,8 +204,8 @@ class Researcher:
         for ev in evidence:
             self.add_evidence(ev)
         self.findings = findings
-        self.budget -= answer.usage.llm_calls
-        if self.run.request.max_tool_steps > 0:
+        self.left = self.budget - answer.usage.llm_calls
+        if self.deps.request.max_tool_steps > 0:
             await self.use_tools()
         if len(self.proposed) > MAX_HYPOTHESES:
             dropped = len(self.proposed) - MAX_HYPOTHESES
@@ -222,7 +223,7 @@ class Researcher:
         return result
 
     async def deep_search(self, budget: int) -> Answer:
-        run = self.run
+        run = self.deps
         settings = run.settings.model_copy(deep=True)
         settings.query.max_llm_calls = budget
         agent = DeepSearchAgent(settings, self.model, run.retriever, run.web)
@@ -286,7 +287,7 @@ class Researcher:
                 _args({"query": STRING}, ["query"]),
             )
         ]
-        if self.run.web is not None:
+        if self.deps.web is not None:
             tools.append(
                 Tool(
                     "web_search",
@@ -303,7 +304,7 @@ class Researcher:
                     _args({"url": STRING}, ["url"]),
                 )
             )
-        if self.run.request.figures:
+        if self.deps.request.figures:
             tools.append(
                 Tool(
                     "calculator",
@@ -345,7 +346,7 @@ class Researcher:
     async def use_tools(self) -> None:
         """At most ``max_tool_steps`` replies; each may call one tool (JSON) or several
         (native). Ends at the ``findings`` call, a reply without a call, or the bound."""
-        steps = self.run.request.max_tool_steps
+        steps = self.deps.request.max_tool_steps
         registry = self.registry()
         schemas = registry.schemas()
         messages = messages_for(
@@ -372,7 +373,7 @@ class Researcher:
             turn: list[Message] = []
             for call in calls:
                 result = await registry.call(call)
-                self.run.emit(
+                self.deps.emit(
                     ToolCallEvent(
                         tool=call.name,
                         arguments=call.args,
@@ -397,20 +398,20 @@ class Researcher:
         self, messages: Sequence[Message], *, tools: Sequence[ToolSchema] | None = None
     ) -> Completion:
         """One call within the researcher's share and the run's search time."""
-        if self.calls >= self.budget:
+        if self.calls >= self.left:
             raise BudgetExceeded(f"researcher budget of {self.budget} call(s) spent")
-        left = self.run.ctx.search_remaining_s()
+        left = self.deps.ctx.search_remaining_s()
         if left <= 0:
-            raise BudgetExceeded(self.run.ctx.time_reason())
+            raise BudgetExceeded(self.deps.ctx.time_reason())
         try:
             completion = await asyncio.wait_for(self.model.complete(messages, tools=tools), left)
         except asyncio.TimeoutError:
-            raise BudgetExceeded(self.run.ctx.time_reason()) from None
+            raise BudgetExceeded(self.deps.ctx.time_reason()) from None
         self.calls += 1
         return completion
 
     async def search(self, query: str, top_k: int) -> list[Hit]:
-        run = self.run
+        run = self.deps
         if self._collections is None:
             infos = await run.retriever.available_collections()
             self._collections, _ = await run.retriever.searchable(run.request.collections, infos)
@@ -433,8 +434,8 @@ class Researcher:
 
     async def _web_search(self, args: Mapping[str, Any]) -> str:
         query = _text_arg(args, "query", "web_search")
-        assert self.run.web is not None
-        per_query, _ = await self.run.web.search_many([query], self.run.ctx)
+        assert self.deps.web is not None
+        per_query, _ = await self.deps.web.search_many([query], self.deps.ctx)
         hits = per_query[0] if per_query else []
         if not hits:
             return "no web results (see the run's notes if web search is unavailable)"
@@ -444,7 +445,7 @@ class Researcher:
 
     async def _fetch(self, args: Mapping[str, Any]) -> str:
         url = normalize_url(_text_arg(args, "url", "fetch"))
-        web = self.run.web
+        web = self.deps.web
         assert web is not None
         # Only pages a search returned: a URL the model composed could carry document text
         # out of the machine.
@@ -514,7 +515,7 @@ class Researcher:
         try:
             pro = await self.search(statement, HYPOTHESIS_TOP_K)
             con = await self.search(against, HYPOTHESIS_TOP_K)
-        except BudgetExceeded as exc:
+        except DeepSearcherError as exc:  # out of time, or a search that failed
             self.note(f"hypothesis not tested ({exc.message}): {statement}")
             return self.keep(Hypothesis(statement))
         pro_keys = [self.add_hit(h) for h in pro]
@@ -546,7 +547,7 @@ class Researcher:
             hypothesis.status,
             [self.short_of(k) for k in hypothesis.evidence],
         )
-        self.run.emit(HypothesisEvent(hypothesis=shown, section=self.title))
+        self.deps.emit(HypothesisEvent(hypothesis=shown, section=self.title))
 
 
 def parse_verdict(text: str) -> tuple[HypothesisStatus, list[str]]:
@@ -608,8 +609,8 @@ __all__ = [
     "MIN_RESEARCHER_CALLS",
     "WRITE_RESERVE_CALLS",
     "ResearchBudgetSpent",
-    "ResearchTools",
     "Researcher",
+    "ResearcherDeps",
     "SharedBudgetModel",
     "findings_from_answer",
 ]

@@ -62,7 +62,7 @@ from deepsearcher.research.researcher import (
     MIN_RESEARCHER_CALLS,
     WRITE_RESERVE_CALLS,
     Researcher,
-    ResearchTools,
+    ResearcherDeps,
 )
 from deepsearcher.research.text import claim_of as _claim
 from deepsearcher.research.text import norm as _norm
@@ -293,7 +293,7 @@ class _Run:
             self.researchers_in_flight -= 1
 
     async def _researcher(self, subtask: Subtask, budget: int) -> SectionResult:
-        tools = ResearchTools(
+        tools = ResearcherDeps(
             self.settings, self.llm, self.retriever, self.request, self.ctx, self.emit, self.web
         )
         return await Researcher(tools, subtask, budget).research()
