@@ -5,8 +5,8 @@ Every stage is one parsed LLM call through ``agents.base.ask`` and degrades visi
 brief uses the request as its goal, an unusable plan becomes a one-section plan, a researcher
 that fails leaves its section named as missing, a spent budget writes the report from what was
 found and marks it cut short, a failed draft lists the findings as the researchers returned
-them. Each researcher is the existing ``DeepSearchAgent`` loop on its subtask; its cited
-answer is turned into findings (claim + evidence ids) without another LLM call."""
+them. Each researcher (``researcher.Researcher``) runs the deep-search loop on its subtask,
+then a bounded tool loop and its hypotheses, and hands back findings (claim + evidence ids)."""
 
 from __future__ import annotations
 
