@@ -26,7 +26,7 @@ class ResearchRequest:
     max_tokens: int | None = None
     timeout_s: float | None = None
     figures: bool = False  # researchers get the calculator for figures in their evidence
-    max_tool_steps: int = 4  # replies of each researcher's tool loop (0: deep search only)
+    max_tool_steps: int = 3  # replies of each researcher's tool loop (0: deep search only)
     # Asks the user the brief's clarifying question (an interactive CLI); returns the reply,
     # or None to go on with the assumption. Without it the brief records what it assumed.
     clarify: Callable[[str], Awaitable[str | None]] | None = None
