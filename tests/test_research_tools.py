@@ -496,7 +496,7 @@ def test_web_search_and_fetch_become_web_evidence_with_their_url(stub: WebStub) 
     retriever = Retriever(WordHashEmbedder(), store, settings)
 
     async def go() -> list[ResearchEvent]:
-        req = ResearchRequest("Falcon battery warranty", max_revisions=0)
+        req = ResearchRequest("Falcon battery warranty", max_revisions=0, max_tool_steps=4)
         return [e async for e in stream_research(settings, llm, retriever, req, web=web)]
 
     events = asyncio.run(go())
