@@ -234,6 +234,28 @@ def test_a_tool_loop_that_never_ends_stops_at_its_bound_with_a_note() -> None:
     assert "95 dollars per day" in report.to_markdown()  # the deep search's findings stay
 
 
+def test_tool_steps_stop_when_the_researchers_share_of_the_budget_is_spent() -> None:
+    llm = ScriptedChatModel()
+    _script(llm, plan=PER_DIEM)
+    _, events = _run(llm, max_tool_steps=0)
+    (deep_search,) = [e.calls for e in events if e.type == "researcher_finished"]
+    llm = ScriptedChatModel()
+    _script(llm, plan=PER_DIEM)
+    llm.add_rule("TASK: research-tools", _call("think", thought="and another"))
+    # Brief and plan, the writer's reserve of 3, and a share of one call beyond the search.
+    budget = 2 + 3 + deep_search + 1
+    report, events = _run(llm, max_llm_calls=budget, max_revisions=0)
+    assert len(llm.calls("research-tools")) == 1
+    share = deep_search + 1
+    assert (
+        f"researcher 'Per diem': tool step stopped (researcher budget of {share} call(s) spent)"
+        in report.notes
+    )
+    (finished,) = [e for e in events if e.type == "researcher_finished"]
+    assert finished.calls == share
+    assert report.usage.llm_calls <= budget and "95 dollars per day" in report.to_markdown()
+
+
 def test_max_tool_steps_zero_is_the_deep_search_alone() -> None:
     llm = ScriptedChatModel()
     _script(llm, plan=PER_DIEM)

@@ -170,6 +170,7 @@ class Researcher:
     model: ChatModel = field(init=False)
     evidence: dict[str, Evidence] = field(default_factory=dict)  # passage key -> evidence
     short: dict[str, str] = field(default_factory=dict)  # E1 -> passage key (what prompts see)
+    short_ids: dict[str, str] = field(default_factory=dict)  # passage key -> E1
     findings: list[Finding] = field(default_factory=list)
     hypotheses: list[Hypothesis] = field(default_factory=list)
     proposed: list[tuple[str, str]] = field(default_factory=list)  # (statement, counter query)
@@ -246,10 +247,11 @@ class Researcher:
         if ev.id not in self.evidence:
             self.evidence[ev.id] = ev
             self.short[f"E{len(self.short) + 1}"] = ev.id
-        return next(s for s, k in self.short.items() if k == ev.id)
+            self.short_ids[ev.id] = f"E{len(self.short)}"
+        return self.short_ids[ev.id]
 
     def short_of(self, key: str) -> str:
-        return next(s for s, k in self.short.items() if k == key)
+        return self.short_ids[key]
 
     def keys_of(self, ids: Any, what: str) -> list[str]:
         """Passage keys of the short ids a tool call names; an unknown id is an error."""
