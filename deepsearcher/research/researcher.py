@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,15 +32,21 @@ from deepsearcher.agents.base import escape_attribute, escape_document, messages
 from deepsearcher.agents.parsing import OutputParseError, clean_output
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, DeepSearcherError, LLMError
-from deepsearcher.llm import ChatModel, Completion, Message, StreamPiece, ToolSchema
+from deepsearcher.llm import ChatModel, Completion, Message, ToolSchema
 from deepsearcher.options import QueryOptions
 from deepsearcher.research import prompts
+from deepsearcher.research.budget import (
+    MIN_RESEARCHER_CALLS,
+    WRITE_RESERVE_CALLS,
+    SharedBudgetModel,
+)
 from deepsearcher.research.events import (
     HypothesisEvent,
     ResearchEvent,
     ResearchNoteEvent,
     ToolCallEvent,
 )
+from deepsearcher.research.evidence import findings_from_answer, passage_evidence
 from deepsearcher.research.models import (
     Evidence,
     Finding,
@@ -51,7 +57,6 @@ from deepsearcher.research.models import (
     Subtask,
 )
 from deepsearcher.research.parsing import json_object
-from deepsearcher.research.text import CITATION, claim_of, digest, sentences
 from deepsearcher.research.tools import (
     STRING,
     STRINGS,
@@ -75,8 +80,6 @@ from deepsearcher.types import Answer, Hit
 
 logger = logging.getLogger(__name__)
 
-WRITE_RESERVE_CALLS = 3  # kept back from the researchers: the draft (and its retry), a check
-MIN_RESEARCHER_CALLS = 3  # decompose, a verdict, the answer: less cannot find anything
 MAX_HYPOTHESES = 2  # tested per researcher: 2 searches and 1 verdict call each
 SEARCH_TOP_K = 4  # passages per search tool call
 HYPOTHESIS_TOP_K = 3  # passages per side of a hypothesis
@@ -88,64 +91,6 @@ _STATUS = re.compile(r"\b(supported|refuted|open)\b", re.IGNORECASE)
 _SHORT_ID = re.compile(r"E\d+")
 # Notes of a researcher whose answer step produced no generated answer (only passages).
 _NO_ANSWER_NOTES = ("answer step failed", "no time left to write the answer", "LLM unreachable")
-
-
-class ResearchBudgetSpent(LLMError):
-    """The run's shared budget refused a researcher's call. An ``LLMError`` on purpose: every
-    step of the deep-search loop already degrades on one (a verdict dropped, the loop ended,
-    the answer listing its passages)."""
-
-    default_hint = "raise the run's budget (--max-llm-calls) or ask for fewer sections"
-
-
-class SharedBudgetModel:
-    """A researcher's ``ChatModel``: every call is admitted by, and counted in, the run's one
-    ``RunContext``, so concurrent researchers share a single budget of calls, tokens and time."""
-
-    def __init__(self, inner: ChatModel, ctx: RunContext, reserve_calls: int) -> None:
-        self.inner = inner
-        self.ctx = ctx
-        self.reserve_calls = reserve_calls
-        self.name = inner.name
-
-    def _admit(self) -> None:
-        try:
-            self.ctx.check_budget(self.reserve_calls)
-        except BudgetExceeded as exc:
-            self.ctx.cut_short = self.ctx.cut_short or exc.message
-            raise ResearchBudgetSpent(f"research budget spent: {exc.message}") from None
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        tools: Sequence[ToolSchema] | None = None,
-    ) -> Completion:
-        self._admit()
-        self.ctx.in_flight += 1
-        try:
-            completion = await self.inner.complete(
-                messages, max_tokens=max_tokens, temperature=temperature, tools=tools
-            )
-        finally:
-            self.ctx.in_flight -= 1
-        self.ctx.usage.add(completion.usage)
-        return completion
-
-    async def stream(
-        self, messages: Sequence[Message], *, max_tokens: int | None = None
-    ) -> AsyncIterator[StreamPiece]:
-        self._admit()
-        self.ctx.in_flight += 1
-        try:
-            async for piece in self.inner.stream(messages, max_tokens=max_tokens):
-                if piece.usage is not None:
-                    self.ctx.usage.add(piece.usage)
-                yield piece
-        finally:
-            self.ctx.in_flight -= 1
 
 
 @dataclass
@@ -203,7 +148,7 @@ class Researcher:
             return result
         findings, evidence = findings_from_answer(answer, self.title)
         for ev in evidence:
-            self.add_evidence(ev)
+            self.addpassage_evidence(ev)
         self.findings = findings
         self.left = self.budget - answer.usage.llm_calls
         if self.deps.request.max_tool_steps > 0:
@@ -242,7 +187,7 @@ class Researcher:
 
     # -- evidence the model can cite by short id ----------------------------------------------
 
-    def add_evidence(self, ev: Evidence) -> str:
+    def addpassage_evidence(self, ev: Evidence) -> str:
         """The short id of a passage (E1, E2... in this researcher's prompts)."""
         if ev.id not in self.evidence:
             self.evidence[ev.id] = ev
@@ -429,9 +374,17 @@ class Researcher:
 
     def add_hit(self, hit: Hit) -> str:
         """The passage key of a hit, its evidence registered."""
-        ev = _evidence(hit.collection, hit.source, hit.start, hit.end, hit.text)
-        ev.page, ev.page_end, ev.kind = hit.page, hit.page_end, hit.kind
-        self.add_evidence(ev)
+        ev = passage_evidence(
+            hit.collection,
+            hit.source,
+            hit.start,
+            hit.end,
+            hit.text,
+            page=hit.page,
+            page_end=hit.page_end,
+            kind=hit.kind,
+        )
+        self.addpassage_evidence(ev)
         return ev.id
 
     async def _web_search(self, args: Mapping[str, Any]) -> str:
@@ -463,9 +416,8 @@ class Researcher:
         text = await asyncio.to_thread(extract_main_text, page)
         if not text:
             raise ToolArgumentError(f"no main text in {url}")
-        ev = _evidence("web", page.url, None, None, text[:MAX_PAGE_CHARS])
-        ev.kind = "web"
-        self.add_evidence(ev)
+        ev = passage_evidence("web", page.url, None, None, text[:MAX_PAGE_CHARS], kind="web")
+        self.addpassage_evidence(ev)
         return self.render(ev.id)
 
     async def _calculator(self, args: Mapping[str, Any]) -> str:
@@ -570,49 +522,8 @@ def parse_verdict(text: str) -> tuple[HypothesisStatus, list[str]]:
     return status, [i for i in found if isinstance(i, str)]
 
 
-def findings_from_answer(answer: Answer, section: str) -> tuple[list[Finding], list[Evidence]]:
-    """Each cited sentence of a researcher's answer as a finding; its citations as evidence
-    (ids are passage keys here; ``_Run.merge`` gives them their E ids)."""
-    by_n = {s.n: s for s in answer.sources}
-    evidence: dict[str, Evidence] = {}
-    findings: list[Finding] = []
-    for sentence in sentences(answer.answer):
-        keys = []
-        for n in (int(x) for x in CITATION.findall(sentence)):
-            if (src := by_n.get(n)) is None:
-                continue
-            ev = _evidence(src.collection, src.source, src.start, src.end, src.text)
-            ev.page, ev.page_end, ev.kind = src.page, src.page_end, src.kind
-            evidence.setdefault(ev.id, ev)
-            if ev.id not in keys:
-                keys.append(ev.id)
-        claim = claim_of(sentence, CITATION)
-        if keys and claim:
-            findings.append(Finding(claim, keys, section))
-    return findings, list(evidence.values())
-
-
-def _evidence(
-    collection: str | None, source: str, start: int | None, end: int | None, text: str
-) -> Evidence:
-    """Evidence keyed by the passage (the same passage from two researchers is one item)."""
-    key = "|".join(str(v) for v in (collection, source, start, end, digest(text)))
-    return Evidence(id=key, text=text, source=source, start=start, end=end, collection=collection)
-
-
 def _text_arg(args: Mapping[str, Any], name: str, tool: str) -> str:
     value = args.get(name)
     if not isinstance(value, str) or not value.strip():
         raise ToolArgumentError(f'{tool} takes a non-empty "{name}" string')
     return value.strip()
-
-
-__all__ = [
-    "MIN_RESEARCHER_CALLS",
-    "WRITE_RESERVE_CALLS",
-    "ResearchBudgetSpent",
-    "Researcher",
-    "ResearcherDeps",
-    "SharedBudgetModel",
-    "findings_from_answer",
-]

@@ -25,6 +25,7 @@ from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, DeepSearcherError, LLMError
 from deepsearcher.llm import ChatModel
 from deepsearcher.research import prompts
+from deepsearcher.research.budget import MIN_RESEARCHER_CALLS, WRITE_RESERVE_CALLS
 from deepsearcher.research.events import (
     BriefEvent,
     HypothesisEvent,
@@ -58,12 +59,7 @@ from deepsearcher.research.parsing import (
     parse_hypotheses,
     parse_plan,
 )
-from deepsearcher.research.researcher import (
-    MIN_RESEARCHER_CALLS,
-    WRITE_RESERVE_CALLS,
-    Researcher,
-    ResearcherDeps,
-)
+from deepsearcher.research.researcher import Researcher, ResearcherDeps
 from deepsearcher.research.text import claim_of as _claim
 from deepsearcher.research.text import norm as _norm
 from deepsearcher.research.text import sentences as _sentences
