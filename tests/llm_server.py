@@ -7,6 +7,8 @@ Standard library only, so it shares no code (and no bugs) with the client under 
 Replies come from, in order: scripted faults (``add_fault``), rules (``add_rule``, newest
 first), then a deterministic default responder keyed on the ``TASK:`` line that every prompt in
 ``deepsearcher.agents.prompts`` starts with, so a whole deep-search run works without rules.
+A rule may reply with native ``tool_calls`` (``ToolCallsReply``); a server without tool support
+is a "400" fault matched on requests that carry ``tools``.
 """
 
 from __future__ import annotations
