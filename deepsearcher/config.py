@@ -250,6 +250,12 @@ class ServerSettings(_Section):
     host: str = Field("127.0.0.1", description="Interface to bind (non-loopback needs API keys).")
     port: int = Field(8000, ge=0, le=65535, description="Port to listen on.")
     load_root: str | None = Field(None, description="Only paths under it may be loaded via HTTP.")
+    upload_dir: str | None = Field(
+        None,
+        description="Where files uploaded to /v1/load are kept (reloads and --prune read them "
+        "again). Unset: beside a Milvus Lite file, else ~/.cache/deepsearcher/uploads. "
+        "Servers sharing one Milvus server should share this folder (a shared volume).",
+    )
     cors_origins: list[str] = Field(
         default_factory=list,
         description="Browser origins (scheme://host:port) allowed to call the server: they get "
