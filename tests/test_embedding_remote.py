@@ -228,3 +228,10 @@ def test_load_and_query_through_a_remote_embedding_server(
     assert refused.exit_code == 1
     assert "error: collection 'handbook' was built with other settings" in refused.output
     assert "dimension" in refused.output
+    asked = runner.invoke(app, ["query", "What is the daily meal allowance?"], env=env)
+    assert asked.exit_code == 1
+    assert (
+        "error: collection 'handbook' holds 32-dimensional vectors; the embedder "
+        "(scripted-embed) now returns 48" in asked.output
+    )
+    assert "--rebuild" in asked.output
