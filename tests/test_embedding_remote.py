@@ -65,6 +65,7 @@ def test_requests_in_flight_never_exceed_max_concurrency(
     # The server holds requests until 3 are in flight: a client that sent one at a time would
     # never open the gate and stay at 1; one without a bound would go past 3.
     embed_server.gate = 3
+    embed_server.slow_s = 30  # how long the gate holds: ample on a loaded machine
     embed_server.latency = 0.05
     embedder = _embedder(embed_server, batch_size=2, max_concurrency=3)
 
@@ -81,6 +82,7 @@ def test_bound_is_shared_by_concurrent_callers(embed_server: ScriptedEmbeddingSe
     from concurrent.futures import ThreadPoolExecutor
 
     embed_server.gate = 2
+    embed_server.slow_s = 30
     embed_server.latency = 0.05
     embedder = _embedder(embed_server, batch_size=1, max_concurrency=2)
     with ThreadPoolExecutor(4) as pool:
