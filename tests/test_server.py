@@ -434,7 +434,7 @@ def test_health_and_readiness(
     assert ready.status_code == 200
     assert ready.json() == {
         "status": "ready",
-        "store": {"ok": True, "collections": 1},
+        "store": {"ok": True, "reachable": True, "collections": 1},
         "llm": {"configured": True, "reachable": True, "status": 200},
     }
     llm_server.stop()

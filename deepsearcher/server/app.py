@@ -74,6 +74,8 @@ from deepsearcher.types import (
 )
 
 logger = logging.getLogger(__name__)
+# A readiness probe must answer before the load balancer's own probe timeout gives up on it.
+_READY_TIMEOUT_S = 5.0
 
 
 class _Service:
@@ -87,8 +89,10 @@ class _Service:
         self.slots = SearchSlots(
             self.server.max_concurrent_searches, self.server.max_queued_searches
         )
-        self._roots: dict[str, Path | None] = {}
-        self.view = PublicView(settings, loads.upload_dir, self._roots.get)
+        # Each collection's common folder, with the collection version it was computed at:
+        # another server or a CLI load on the same store may change it at any time.
+        self._roots: dict[str, tuple[str, Path | None]] = {}
+        self.view = PublicView(settings, loads.upload_dir, self._root_of)
 
     # -- searching --------------------------------------------------------------------------
 
@@ -108,15 +112,23 @@ class _Service:
             )
         return slot
 
+    def _root_of(self, name: str) -> Path | None:
+        return self._roots.get(name, ("", None))[1]
+
     async def public_answer(self, answer: Answer) -> Answer:
         """The answer with source paths relative to a root the client knows of."""
-        for name in self.loads.loaded:  # loaded since: their common folder may have moved up
-            self._roots.pop(name, None)
-        self.loads.loaded.clear()
-        store = self.searcher.store
-        for name in {s.collection for s in answer.sources if s.kind == "doc"} - set(self._roots):
-            records = await asyncio.to_thread(store.manifest.file_records, name)
-            self._roots[name] = common_root(records)
+        self.loads.loaded.clear()  # the versions below tell this server's loads apart too
+        names = sorted({s.collection for s in answer.sources if s.kind == "doc"})
+        if names:
+            store = self.searcher.store
+            versions = await asyncio.to_thread(store.collection_versions, names)
+            for name in names:
+                version = versions.get(name, "")
+                known = self._roots.get(name)
+                # "" is a collection from before versions: it cannot say it changed.
+                if known is None or not version or known[0] != version:
+                    records = await asyncio.to_thread(store.manifest.file_records, name)
+                    self._roots[name] = (version, common_root(records))
         return self.view.answer(answer)
 
     async def public_event(self, event: Event) -> Event:
@@ -303,13 +315,28 @@ class _Service:
     # -- health -----------------------------------------------------------------------------
 
     async def readiness(self) -> tuple[int, dict[str, Any]]:
+        """200 when the store answers (a load balancer sends this server traffic), 503 when it
+        does not; a missing LLM only degrades (answers fall back to passages)."""
         body: dict[str, Any] = {"status": "ready"}
         status = 200
         try:
-            infos = await asyncio.wait_for(asyncio.to_thread(self.searcher.collections), 10)
-            body["store"] = {"ok": True, "collections": len(infos)}
+            infos = await asyncio.wait_for(
+                asyncio.to_thread(self.searcher.collections), _READY_TIMEOUT_S
+            )
+            body["store"] = {"ok": True, "reachable": True, "collections": len(infos)}
         except (errors.DeepSearcherError, TimeoutError) as exc:
-            body["store"] = {"ok": False, "error": self.view.text(str(exc)) or "timed out"}
+            # The driver's text names the store's host and port: the log keeps it.
+            logger.warning("readiness: the vector store did not answer: %s", exc or "timed out")
+            reason = (
+                f"no answer within {_READY_TIMEOUT_S:g}s"
+                if isinstance(exc, TimeoutError)
+                else type(exc.__cause__ or exc).__name__
+            )
+            body["store"] = {
+                "ok": False,
+                "reachable": False,
+                "error": f"the vector store is unreachable ({reason})",
+            }
             body["status"], status = "unavailable", 503
         body["llm"] = await _probe_llm(self.searcher.settings)
         if body["llm"].get("reachable") is False and status == 200:

@@ -33,8 +33,10 @@ _MAX_PATH_CHARS = 4096  # PATH_MAX on Linux: longer paths only ever fail (ENAMET
 
 
 def default_upload_dir(settings: Settings) -> Path:
-    """Uploads are kept (sources must stay readable for reloads and prune): next to a Milvus
-    Lite file, else in the user cache."""
+    """Uploads are kept (sources must stay readable for reloads and prune): in
+    ``server.upload_dir``, else next to a Milvus Lite file, else in the user cache."""
+    if settings.server.upload_dir:
+        return Path(settings.server.upload_dir).expanduser().resolve()
     uri = settings.vector_store.uri
     if "://" in uri:
         return Path.home() / ".cache" / "deepsearcher" / "uploads"

@@ -67,18 +67,32 @@ class MilvusConnection:
             raise _open_error(exc, settings.uri, self.remote) from exc
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` with errors as ``StoreError``. A call on a collection (its
+        name first) that the server holds released is retried once after loading it."""
         try:
-            if self._lock is None:
-                return fn(*args, **kwargs)
-            with self._lock:
-                return fn(*args, **kwargs)
+            return self._call(fn, *args, **kwargs)
         except StoreError:
             raise
         except Exception as exc:
-            raise StoreError(
-                f"Milvus {getattr(fn, '__name__', 'call')} failed: {short_error(exc)}",
-                "check that the store is reachable and the collection exists",
-            ) from exc
+            name = args[0] if args and isinstance(args[0], str) else None
+            if name is None or not _released(exc):
+                raise _call_error(fn, exc) from exc
+            # A restarted Milvus server (or another process) released it: this process's
+            # memory of what is loaded is stale, and must not need a restart of ours too.
+            logger.info("collection %s was released by the server; loading it again", name)
+            self._loaded.discard(name)
+            try:
+                self._call(self.client.load_collection, name)
+                self._loaded.add(name)
+                return self._call(fn, *args, **kwargs)
+            except Exception as again:
+                raise _call_error(fn, again) from again
+
+    def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self._lock is None:
+            return fn(*args, **kwargs)
+        with self._lock:
+            return fn(*args, **kwargs)
 
     def has(self, name: str) -> bool:
         return bool(self.call(self.client.has_collection, name))
@@ -129,6 +143,19 @@ class MilvusConnection:
             self.client.close()
         except Exception:  # closing twice or after a failed open is harmless
             logger.debug("closing Milvus client failed", exc_info=True)
+
+
+def _released(exc: BaseException) -> bool:
+    """Milvus refused because the collection is not loaded (code 101: CollectionNotLoaded)."""
+    text = str(exc).lower()
+    return getattr(exc, "code", None) == 101 or "released" in text or "not loaded" in text
+
+
+def _call_error(fn: Callable[..., Any], exc: BaseException) -> StoreError:
+    return StoreError(
+        f"Milvus {getattr(fn, '__name__', 'call')} failed: {short_error(exc)}",
+        "check that the store is reachable and the collection exists",
+    )
 
 
 def short_error(exc: BaseException) -> str:
