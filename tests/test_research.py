@@ -124,8 +124,10 @@ def _settings() -> Settings:
     return settings
 
 
-def _run(llm: ScriptedChatModel, **request: Any) -> tuple[Report, list[ResearchEvent]]:
-    settings = _settings()
+def _run(
+    llm: ScriptedChatModel, settings: Settings | None = None, **request: Any
+) -> tuple[Report, list[ResearchEvent]]:
+    settings = settings or _settings()
     store = MemoryStore(WordHashEmbedder())
     store.add("docs", CORPUS)
     retriever = Retriever(WordHashEmbedder(), store, settings)
@@ -209,6 +211,24 @@ def test_an_answered_clarifying_question_rewrites_the_brief() -> None:
         "clarified: Which office do you mean? -> the Lyon office in France"
     )
     assert len(llm.calls("research-brief")) == 2
+
+
+def test_research_settings_set_the_limits_and_the_request_overrides_them() -> None:
+    settings = _settings()
+    settings.research.max_sections = 1
+    settings.research.max_llm_calls = 40
+    llm = ScriptedChatModel()
+    _script(llm)
+    report, events = _run(llm, settings)
+    assert "at most 1 report sections" in llm.calls("research-plan")[0][-1]["content"]
+    assert [e.section for e in events if e.type == "researcher_started"] == ["Battery supplier"]
+    budgets = [e.budget for e in events if e.type == "researcher_started"]
+    assert budgets == [40 - 2 - 3]  # the run's 40 calls less brief, plan and the write reserve
+    llm = ScriptedChatModel()
+    _script(llm)
+    report, events = _run(llm, settings, max_sections=2, max_llm_calls=20)
+    assert len([e for e in events if e.type == "researcher_started"]) == 2
+    assert report.usage.llm_calls <= 20
 
 
 def test_findings_and_evidence_are_deduplicated_across_researchers() -> None:

@@ -15,13 +15,14 @@ HYPOTHESIS_STATUSES: tuple[HypothesisStatus, ...] = ("supported", "refuted", "op
 
 @dataclass(frozen=True)
 class ResearchRequest:
-    """One research run. ``None`` budgets derive from ``query.*`` (see ``run.budget_for``)."""
+    """One research run. A ``None`` limit is the ``research.*`` setting's (``run.limits_for``);
+    the budget is ``research.budget_factor`` times one question's unless given."""
 
     request: str
     collections: Sequence[str] | None = None
-    max_sections: int = 4
-    max_revisions: int = 1
-    max_concurrency: int = 3  # researchers in flight at once
+    max_sections: int | None = None
+    max_revisions: int | None = None
+    max_concurrency: int | None = None  # researchers in flight at once
     max_llm_calls: int | None = None  # the whole run's budget, shared by every stage
     max_tokens: int | None = None
     timeout_s: float | None = None

@@ -78,7 +78,6 @@ from deepsearcher.types import Answer, Usage
 
 logger = logging.getLogger(__name__)
 
-BUDGET_FACTOR = 4  # a run's default budget: this many times one question's (query.*)
 WRITE_RESERVE_CALLS = 3  # kept back from the researchers: the draft (and its retry), a check
 MIN_RESEARCHER_CALLS = 3  # decompose, a verdict, the answer: less cannot find anything
 MAX_EVIDENCE_IN_PROMPT = 40
@@ -174,13 +173,37 @@ class SharedBudgetModel:
             self.ctx.in_flight -= 1
 
 
+@dataclass(frozen=True)
+class Limits:
+    """A request's limits with the ``research.*`` settings filled in where it gave none."""
+
+    max_sections: int
+    max_revisions: int
+    max_concurrency: int
+
+
+def limits_for(settings: Settings, request: ResearchRequest) -> Limits:
+    r = settings.research
+
+    def given(value: int | None, default: int) -> int:
+        return default if value is None else value
+
+    return Limits(
+        max_sections=max(1, given(request.max_sections, r.max_sections)),
+        max_revisions=max(0, given(request.max_revisions, r.max_revisions)),
+        max_concurrency=max(1, given(request.max_concurrency, r.max_concurrency)),
+    )
+
+
 def budget_for(settings: Settings, request: ResearchRequest) -> RunContext:
-    """The run's one budget: the request's, else ``BUDGET_FACTOR`` times one question's."""
-    q = settings.query
-    seconds = request.timeout_s or q.timeout_s * BUDGET_FACTOR
+    """The run's one budget: the request's, else ``research.*``'s, else
+    ``research.budget_factor`` times one question's (``query.*``)."""
+    q, r = settings.query, settings.research
+    factor = r.budget_factor
+    seconds = request.timeout_s or r.timeout_s or q.timeout_s * factor
     ctx = RunContext.create(settings, None, seconds, "research time budget")
-    ctx.max_llm_calls = request.max_llm_calls or q.max_llm_calls * BUDGET_FACTOR
-    ctx.max_tokens = request.max_tokens or q.max_tokens * BUDGET_FACTOR
+    ctx.max_llm_calls = request.max_llm_calls or r.max_llm_calls or int(q.max_llm_calls * factor)
+    ctx.max_tokens = request.max_tokens or r.max_tokens or int(q.max_tokens * factor)
     return ctx
 
 
@@ -193,6 +216,7 @@ class _Run:
     emit: Callable[[ResearchEvent], None]
     web: WebSearchTool | None = None
     ctx: RunContext = field(init=False)
+    limits: Limits = field(init=False)
     report: Report = field(init=False)
     evidence: dict[str, Evidence] = field(default_factory=dict)  # passage key -> E id'd
     findings: list[Finding] = field(default_factory=list)
@@ -202,6 +226,7 @@ class _Run:
 
     def __post_init__(self) -> None:
         self.ctx = budget_for(self.settings, self.request)
+        self.limits = limits_for(self.settings, self.request)
         self.ctx.llm = self.llm
         self.report = Report(request=self.request.request)
 
@@ -221,7 +246,7 @@ class _Run:
         quality = await self.check(draft, brief, quality)
         self.emit(QualityEvent(quality=quality, round=0))
         rounds = 0
-        while not quality.passed and rounds < self.request.max_revisions:
+        while not quality.passed and rounds < self.limits.max_revisions:
             gaps = quality.gaps or quality.missing_questions
             if not gaps:
                 break
@@ -233,9 +258,7 @@ class _Run:
             rounds += 1
             self.emit(RevisionEvent(round=rounds, gaps=list(gaps)))
             before = len(self.findings)
-            await self.research(
-                [Subtask(f"Gap: {g}", g) for g in gaps[: self.request.max_sections]]
-            )
+            await self.research([Subtask(f"Gap: {g}", g) for g in gaps[: self.limits.max_sections]])
             if len(self.findings) == before:
                 self.note("gap research found nothing new; keeping the draft")
                 break
@@ -293,7 +316,7 @@ class _Run:
     # -- 2. plan -------------------------------------------------------------------------
 
     async def make_plan(self, brief: ResearchBrief) -> Plan:
-        max_sections = max(1, self.request.max_sections)
+        max_sections = self.limits.max_sections
         try:
             sections = await ask(
                 self.ctx,
@@ -320,7 +343,7 @@ class _Run:
         return [min(cap, max(0, left) * s.complexity // total) for s in subtasks]
 
     async def research(self, subtasks: Sequence[Subtask]) -> None:
-        gate = asyncio.Semaphore(max(1, self.request.max_concurrency))
+        gate = asyncio.Semaphore(self.limits.max_concurrency)
 
         async def one(subtask: Subtask, budget: int) -> SectionResult:
             if budget < MIN_RESEARCHER_CALLS:
