@@ -158,8 +158,8 @@ def test_report_cites_sources_that_resolve_to_evidence() -> None:
     assert _citations(md) and _citations(md) <= numbers  # every [n] has a source
     evidence = {e.id: e for e in report.evidence}
     for source in report.sources:  # every source maps back to a passage of a file
-        assert evidence[source.evidence_id].source == source.source
-        assert source.source in CORPUS
+        assert evidence[source.evidence_id] is source.evidence
+        assert source.evidence.source in CORPUS
     for finding in report.findings:
         assert finding.evidence and all(e in evidence for e in finding.evidence)
     assert "Kestrel Energy" in md and "forty employees" in md
@@ -176,6 +176,21 @@ def test_report_cites_sources_that_resolve_to_evidence() -> None:
         assert stage in types
     assert "hypothesis" in types
     assert report.to_dict()["usage"]["llm_calls"] == len(llm.history)
+
+
+def test_json_sources_reference_evidence_that_holds_each_passage_once() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)
+    report, _ = _run(llm)
+    data = json.loads(json.dumps(report.to_dict()))
+    evidence = {e["id"]: e for e in data["evidence"]}
+    assert data["sources"] and len(evidence) == len(data["evidence"])
+    for source in data["sources"]:
+        assert set(source) == {"n", "evidence_id", "label"}  # no copy of the passage's fields
+        cited = evidence[source["evidence_id"]]
+        assert cited["label"] == source["label"] and cited["source"] in CORPUS
+        assert cited["text"]
+        assert f"[{source['n']}] {cited['label']}" in report.to_markdown()
 
 
 def test_the_library_facade_writes_the_same_report_with_its_own_components() -> None:
@@ -484,6 +499,8 @@ def test_research_command_end_to_end(tmp_path: Path, llm_server: ScriptedLLMServ
     assert "plan 2 section(s): Battery supplier, Lyon office" in res.stderr
     report = json.loads(out.read_text())
     numbers = {s["n"] for s in report["sources"]}
+    evidence_ids = {e["id"] for e in report["evidence"]}
+    assert {s["evidence_id"] for s in report["sources"]} <= evidence_ids
     cited = {int(n) for s in report["sections"] for n in re.findall(r"\[(\d+)\]", s["text"])}
     assert cited and cited <= numbers
     assert report["usage"]["llm_calls"] == len(llm_server.requests)

@@ -129,16 +129,22 @@ class Quality:
 
 @dataclass
 class Source:
+    """A numbered source of the report: the ``[n]`` of the text, and the evidence it is.
+    The passage's file, pages and span live once, on the ``Evidence``."""
+
     n: int
-    evidence_id: str
-    label: str
-    source: str
-    page: int | None = None
-    page_end: int | None = None
-    start: int | None = None
-    end: int | None = None
-    collection: str | None = None
-    kind: Literal["doc", "web"] = "doc"
+    evidence: Evidence
+
+    @property
+    def evidence_id(self) -> str:
+        return self.evidence.id
+
+    @property
+    def label(self) -> str:
+        return self.evidence.label
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "evidence_id": self.evidence.id, "label": self.label}
 
 
 @dataclass
@@ -164,6 +170,10 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        # A source is its number and evidence id (and label, for display); the passage's
+        # fields appear once, under "evidence", where every evidence id resolves.
+        d["sources"] = [s.to_dict() for s in self.sources]
+        d["evidence"] = [{**asdict(e), "label": e.label} for e in self.evidence]
         d["usage"] = self.usage.to_dict()
         d["seconds"] = round(self.seconds, 3)
         return d
@@ -192,7 +202,8 @@ class Report:
         if self.sources:
             lines += ["## Sources", ""]
             for src in self.sources:
-                span = f" (chars {src.start}–{src.end})" if src.start is not None else ""
+                ev = src.evidence
+                span = f" (chars {ev.start}–{ev.end})" if ev.start is not None else ""
                 lines.append(f"[{src.n}] {src.label}{span}")
             lines.append("")
         return "\n".join(lines).rstrip() + "\n"

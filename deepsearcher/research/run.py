@@ -616,19 +616,7 @@ class _Run:
         if dropped:
             self.note(f"removed {dropped} citation(s) of evidence ids no researcher returned")
         r.sources = [
-            Source(
-                n=n,
-                evidence_id=eid,
-                label=by_id[eid].label,
-                source=by_id[eid].source,
-                page=by_id[eid].page,
-                page_end=by_id[eid].page_end,
-                start=by_id[eid].start,
-                end=by_id[eid].end,
-                collection=by_id[eid].collection,
-                kind=by_id[eid].kind,
-            )
-            for eid, n in sorted(numbers.items(), key=lambda kv: kv[1])
+            Source(n, by_id[eid]) for eid, n in sorted(numbers.items(), key=lambda kv: kv[1])
         ]
         r.brief, r.plan, r.quality, r.revisions = brief, plan, quality, rounds
         r.evidence = list(self.evidence.values())
