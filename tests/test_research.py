@@ -21,7 +21,9 @@ from deepsearcher.errors import LLMError
 from deepsearcher.llm import Completion, Message
 from deepsearcher.research import Report, ResearchRequest, stream_research
 from deepsearcher.research.calculator import CalculatorError, calculate
+from deepsearcher.research.contradictions import find_contradictions
 from deepsearcher.research.events import ResearchEvent
+from deepsearcher.research.models import Evidence, Finding
 from deepsearcher.research.tools import ToolCall, default_registry, parse_tool_call
 from deepsearcher.retrieval import Retriever
 from deepsearcher.searcher import DeepSearcher
@@ -125,11 +127,14 @@ def _settings() -> Settings:
 
 
 def _run(
-    llm: ScriptedChatModel, settings: Settings | None = None, **request: Any
+    llm: ScriptedChatModel,
+    settings: Settings | None = None,
+    corpus: dict[str, list[str]] = CORPUS,
+    **request: Any,
 ) -> tuple[Report, list[ResearchEvent]]:
     settings = settings or _settings()
     store = MemoryStore(WordHashEmbedder())
-    store.add("docs", CORPUS)
+    store.add("docs", corpus)
     retriever = Retriever(WordHashEmbedder(), store, settings)
     req = ResearchRequest(
         request.pop("request", "Brief me on the NR-7 battery and Lyon"), **request
@@ -429,6 +434,89 @@ def test_figures_come_from_the_calculator_on_cited_numbers_in_a_bounded_loop() -
     cited = " ".join(e.text for e in report.evidence if e.id in figure.evidence)
     assert "95 dollars" in cited and "500 dollars" in cited
     assert re.search(r"500 / 95 = 5\.26316\.? ?\[\d+\]\[\d+\]", report.to_markdown())
+
+
+def test_figures_and_dates_the_sources_disagree_on_are_found_and_nothing_else() -> None:
+    ev = [
+        Evidence("E1", "The daily meal allowance for business travel is 45 euros.", "a.md"),
+        Evidence("E2", "Business travel: the daily meal allowance is €50.", "b.md"),
+        Evidence("E3", "The Lisbon office opened in 2019.", "c.md"),
+        Evidence("E4", "The Lisbon office was opened in 2021 with 30 staff.", "d.md"),
+        # Not conflicts: another unit, another subject, figures of another year, one source.
+        Evidence("E5", "The daily meal allowance for business travel covers 3 meals.", "e.md"),
+        Evidence("E6", "Parental leave lasts 20 weeks and vacation 25 days.", "f.md"),
+        Evidence("E7", "Revenue of the Lisbon office was 12 million euros in 2022.", "g.md"),
+        Evidence("E8", "Revenue of the Lisbon office was 15 million euros in 2023.", "h.md"),
+    ]
+    finding = Finding("The meal allowance for business travel is 45 euros daily", ["E1"])
+    found = find_contradictions([finding], ev)
+    assert [(c.evidence_a, c.evidence_b, c.differs) for c in found] == [
+        (["E1"], ["E2"], "45 euro vs 50 euro"),
+        (["E3"], ["E4"], "2019 vs 2021"),
+    ]
+    assert found[0].claim_b == "Business travel: the daily meal allowance is €50."
+    assert "allowance" in found[0].subject
+
+
+PER_DIEM = {
+    "travel.md": ["The international per diem is 95 dollars per day."],
+    "policy-2024.md": ["The international per diem is 120 dollars per day since March."],
+}
+
+
+def _both_passages(prompt: str) -> str:
+    docs = DOCUMENT.findall(prompt)
+    return " ".join(f"{d.rstrip('.')} [{i}]." for i, d in enumerate(docs[:2], 1))
+
+
+def test_conflicting_sources_are_reported_and_researched_in_a_gap_round() -> None:
+    llm = ScriptedChatModel()
+    _script(llm, plan=[{"title": "Per diem", "question": "What is the international per diem?"}])
+    llm.add_rule("TASK: answer", _both_passages)
+    llm.add_rule("TASK: research-check", json.dumps({"covered": [True, True]}))
+    report, events = _run(llm, corpus=PER_DIEM, max_revisions=1)
+    q = report.quality
+    assert q is not None and len(q.contradictions) == 1
+    c = q.contradictions[0]
+    assert c.differs == "95 dollar vs 120 dollar" and c.found_by == "figures"
+    # The draft passed, but the conflict went to gap analysis: one round searched for it...
+    gaps = [e.gaps for e in events if e.type == "revision"]
+    assert len(gaps) == 1 and "which is right, 95 dollar vs 120 dollar?" in gaps[0][0]
+    # ... and the writer was told about it.
+    assert any("Conflicting sources" in m[-1]["content"] for m in llm.calls("research-write"))
+    md = report.to_markdown()
+    note = md.split("**Conflicting sources:**")[1].split("## Sources")[0]
+    numbers = {int(n) for n in re.findall(r"\[(\d+)\]", note)}
+    assert len(numbers) == 2 and numbers <= {s.n for s in report.sources}
+    assert "95 dollar vs 120 dollar" in note
+    data = report.to_dict()["quality"]["contradictions"]
+    assert {data[0]["evidence_a"][0], data[0]["evidence_b"][0]} == {"E1", "E2"}
+
+
+def test_contradictions_named_by_the_check_are_parsed_tolerantly() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)
+    check = {
+        "covered": [True, True],
+        "contradictions": [
+            "E1 and E2 disagree on who supplies the battery",
+            {"evidence": ["E1", "E99"], "differs": "an id nobody returned"},
+            {"evidence": "E2, E1", "subject": "battery", "differs": "Kestrel vs Lyon"},
+            {"evidence": ["E1", "E2"]},  # no difference named
+            42,
+        ],
+    }
+    llm.add_rule("TASK: research-check", json.dumps(check))
+    report, _ = _run(llm, max_revisions=0)
+    q = report.quality
+    assert q is not None
+    assert [(c.found_by, c.evidence_a + c.evidence_b, c.differs) for c in q.contradictions] == [
+        ("llm", ["E1", "E2"], "E1 and E2 disagree on who supplies the battery"),
+        ("llm", ["E2", "E1"], "Kestrel vs Lyon"),
+    ]
+    assert q.contradictions[0].claim_a  # filled from the finding citing E1
+    assert "Findings:" in llm.calls("research-check")[0][-1]["content"]
+    assert "**Conflicting sources:**" in report.to_markdown()
 
 
 @pytest.mark.parametrize(

@@ -159,7 +159,8 @@ def _stage_line(event: ResearchEvent, verbose: bool) -> str | None:
         q = event.quality
         return (
             f"[bold]check[/] coverage {q.coverage:.0%}, {len(q.uncited_sentences)} uncited, "
-            f"{len(q.weak_citations)} weakly supported"
+            f"{len(q.weak_citations)} weakly supported, "
+            f"{len(q.contradictions)} conflicting source pair(s)"
         )
     if event.type == "revision":
         return f"[bold]revision {event.round}[/] researching: {', '.join(event.gaps)}"

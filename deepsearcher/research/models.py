@@ -113,16 +113,33 @@ class ReportSection:
 
 
 @dataclass
+class Contradiction:
+    """Two claims from different evidence about the same subject that disagree: ``differs``
+    says how ("45 euro vs 50 euro"). ``found_by`` is "figures" (the structural check: the same
+    key terms with different numbers of one unit, or different dates) or "llm" (the quality
+    check's model)."""
+
+    claim_a: str
+    evidence_a: list[str]
+    claim_b: str
+    evidence_b: list[str]
+    differs: str
+    subject: str = ""
+    found_by: Literal["figures", "llm"] = "figures"
+
+
+@dataclass
 class Quality:
     """The quality check of one draft: coverage of the must-answer questions, sentences
-    without a citation, citations whose passage lacks the sentence's key terms, and the
-    gaps the model named."""
+    without a citation, citations whose passage lacks the sentence's key terms, the gaps the
+    model named, and contradictions between the sources."""
 
     coverage: float = 0.0
     missing_questions: list[str] = field(default_factory=list)
     uncited_sentences: list[str] = field(default_factory=list)
     weak_citations: list[str] = field(default_factory=list)
     gaps: list[str] = field(default_factory=list)
+    contradictions: list[Contradiction] = field(default_factory=list)
     llm_score: float | None = None
     passed: bool = False
 
@@ -196,9 +213,24 @@ class Report:
                 statement = h.statement.replace("|", "\\|")
                 lines.append(f"| {statement} | {h.status} | {refs} |")
             lines.append("")
-        if self.open_questions:
+        conflicts = self.quality.contradictions if self.quality else []
+        if self.open_questions or conflicts:
             lines += ["## Open questions / what the documents do not say", ""]
-            lines += [f"- {q}" for q in self.open_questions] + [""]
+            lines += [f"- {q}" for q in self.open_questions]
+            lines += [""] if self.open_questions else []
+        if conflicts:
+            by_id = {s.evidence_id: s.n for s in self.sources}
+
+            def side(claim: str, ids: list[str]) -> str:
+                refs = "".join(f"[{by_id[e]}]" for e in ids if e in by_id)
+                return f"“{claim}” {refs}" if claim else refs
+
+            lines += ["**Conflicting sources:**", ""]
+            lines += [
+                f"- {c.differs}: {side(c.claim_a, c.evidence_a)} vs {side(c.claim_b, c.evidence_b)}"
+                for c in conflicts
+            ]
+            lines.append("")
         if self.sources:
             lines += ["## Sources", ""]
             for src in self.sources:

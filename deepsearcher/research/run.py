@@ -29,6 +29,13 @@ from deepsearcher.errors import BudgetExceeded, DeepSearcherError, LLMError
 from deepsearcher.llm import ChatModel, Completion, Message, StreamPiece
 from deepsearcher.options import QueryOptions
 from deepsearcher.research import prompts
+from deepsearcher.research.contradictions import (
+    conflicts_text,
+    find_contradictions,
+    gap_query,
+    merge_contradictions,
+    parse_contradictions,
+)
 from deepsearcher.research.events import (
     BriefEvent,
     HypothesisEvent,
@@ -43,6 +50,7 @@ from deepsearcher.research.events import (
     ToolCallEvent,
 )
 from deepsearcher.research.models import (
+    Contradiction,
     Evidence,
     Finding,
     Hypothesis,
@@ -222,6 +230,9 @@ class _Run:
     findings: list[Finding] = field(default_factory=list)
     results: list[SectionResult] = field(default_factory=list)
     researchers_in_flight: int = 0
+    contradictions: list[Contradiction] = field(default_factory=list)  # told to the writer
+    researched_conflicts: set[frozenset[str]] = field(default_factory=set)
+    conflicts_in_draft: int = 0
     max_researchers_in_flight: int = 0
 
     def __post_init__(self) -> None:
@@ -246,8 +257,8 @@ class _Run:
         quality = await self.check(draft, brief, quality)
         self.emit(QualityEvent(quality=quality, round=0))
         rounds = 0
-        while not quality.passed and rounds < self.limits.max_revisions:
-            gaps = quality.gaps or quality.missing_questions
+        while rounds < self.limits.max_revisions:
+            gaps = self.gaps_of(quality)
             if not gaps:
                 break
             try:
@@ -259,7 +270,8 @@ class _Run:
             self.emit(RevisionEvent(round=rounds, gaps=list(gaps)))
             before = len(self.findings)
             await self.research([Subtask(f"Gap: {g}", g) for g in gaps[: self.limits.max_sections]])
-            if len(self.findings) == before:
+            untold = len(self.contradictions) > self.conflicts_in_draft
+            if len(self.findings) == before and not untold:
                 self.note("gap research found nothing new; keeping the draft")
                 break
             draft = await self.write(brief)
@@ -268,6 +280,18 @@ class _Run:
         self.finish(draft, quality, rounds, brief, plan, started)
         self.emit(ResearchDoneEvent(report=self.report))
         return self.report
+
+    def gaps_of(self, quality: Quality) -> list[str]:
+        """What a revision researches: the check's gaps (or the questions it found
+        unanswered) while the draft fails, and each contradiction not yet researched."""
+        gaps = [] if quality.passed else list(quality.gaps or quality.missing_questions)
+        for c in quality.contradictions:
+            key = frozenset((*c.evidence_a, *c.evidence_b))
+            if key not in self.researched_conflicts:
+                self.researched_conflicts.add(key)
+                gaps.append(gap_query(c))
+        self.contradictions = list(quality.contradictions)
+        return gaps
 
     # -- 1. brief ------------------------------------------------------------------------
 
@@ -502,7 +526,7 @@ class _Run:
         evidence = list(self.evidence.values())[:MAX_EVIDENCE_IN_PROMPT]
         prompt = prompts.WRITE.format(
             brief=_brief_text(brief),
-            findings=_findings_text(self.findings),
+            findings=self.findings_for_writer(),
             evidence="\n\n".join(_render_evidence(e) for e in evidence),
         )
         try:
@@ -512,12 +536,20 @@ class _Run:
             self.note(f"draft failed ({exc.message}); listing the findings as found")
             return _draft_from_findings(brief, self.findings, exc.message)
 
+    def findings_for_writer(self) -> str:
+        self.conflicts_in_draft = len(self.contradictions)
+        text = _findings_text(self.findings)
+        if self.contradictions:  # the writer says the sources disagree, not which one to trust
+            text += "\n" + conflicts_text(self.contradictions)
+        return text
+
     # -- 5. quality check ----------------------------------------------------------------
 
     def check_structure(self, draft: dict[str, Any], brief: ResearchBrief) -> Quality:
-        """The cheap checks: sentences without a citation, and citations whose passages do
-        not contain the sentence's key terms."""
+        """The cheap checks: sentences without a citation, citations whose passages do not
+        contain the sentence's key terms, and figures or dates the sources disagree on."""
         quality = Quality()
+        quality.contradictions = find_contradictions(self.findings, list(self.evidence.values()))
         for section in _draft_sections(draft):
             for sentence in _sentences(section.text):
                 ids = _cited_ids(sentence)
@@ -540,17 +572,21 @@ class _Run:
         covered: list[bool] | None = None
         if self.findings:
             try:
-                covered, gaps, score = await ask(
+                reply = await ask(
                     self.ctx,
                     messages_for(
                         prompts.CHECK.format(
                             questions="\n".join(f"{i}. {q}" for i, q in enumerate(questions, 1)),
+                            findings=_findings_text(self.findings)[:6000],
                             draft=escape_document(text[:8000]),
                         )
                     ),
                     partial(parse_check, questions=len(questions)),
                 )
-                quality.gaps, quality.llm_score = gaps, score
+                covered, quality.gaps, quality.llm_score = reply.covered, reply.gaps, reply.score
+                known = [e.id for e in self.evidence.values()]
+                said = parse_contradictions(reply.contradictions, self.findings, known)
+                quality.contradictions = merge_contradictions(quality.contradictions, said)
             except (LLMError, BudgetExceeded) as exc:
                 self.note(f"quality check failed ({exc.message}); using the structural check")
         if covered is None:  # the structural stand-in: most of a question's terms appear
@@ -613,6 +649,10 @@ class _Run:
                 numbers.setdefault(eid, len(numbers) + 1)
             r.hypotheses.append(Hypothesis(h.statement, h.status, known))
             self.emit(HypothesisEvent(hypothesis=r.hypotheses[-1]))
+        for c in quality.contradictions:  # both sides of a conflict are listed as sources
+            for eid in (*c.evidence_a, *c.evidence_b):
+                if eid in by_id:
+                    numbers.setdefault(eid, len(numbers) + 1)
         if dropped:
             self.note(f"removed {dropped} citation(s) of evidence ids no researcher returned")
         r.sources = [
