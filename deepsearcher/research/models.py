@@ -26,6 +26,7 @@ class ResearchRequest:
     max_llm_calls: int | None = None  # the whole run's budget, shared by every stage
     max_tokens: int | None = None
     timeout_s: float | None = None
+    budget_name: str | None = None  # names the time limit in a cut-short report
     figures: bool = False  # derive figures from the findings with the calculator tool
     # Asks the user the brief's clarifying question (an interactive CLI); returns the reply,
     # or None to go on with the assumption. Without it the brief records what it assumed.

@@ -209,7 +209,7 @@ def budget_for(settings: Settings, request: ResearchRequest) -> RunContext:
     q, r = settings.query, settings.research
     factor = r.budget_factor
     seconds = request.timeout_s or r.timeout_s or q.timeout_s * factor
-    ctx = RunContext.create(settings, None, seconds, "research time budget")
+    ctx = RunContext.create(settings, None, seconds, request.budget_name or "research time budget")
     ctx.max_llm_calls = request.max_llm_calls or r.max_llm_calls or int(q.max_llm_calls * factor)
     ctx.max_tokens = request.max_tokens or r.max_tokens or int(q.max_tokens * factor)
     return ctx
@@ -241,6 +241,11 @@ class _Run:
         self.ctx.llm = self.llm
         self.report = Report(request=self.request.request)
 
+    def spent(self, exc: Exception) -> None:
+        """A stage refused by the run's budget: the report says it was cut short."""
+        if isinstance(exc, BudgetExceeded):
+            self.ctx.cut_short = self.ctx.cut_short or exc.message
+
     def note(self, message: str) -> None:
         self.ctx.note(message)
         self.emit(ResearchNoteEvent(message=message))
@@ -264,6 +269,7 @@ class _Run:
             try:
                 self.ctx.check_budget(WRITE_RESERVE_CALLS + MIN_RESEARCHER_CALLS)
             except BudgetExceeded as exc:
+                self.spent(exc)
                 self.note(f"no revision: {exc.message}")
                 break
             rounds += 1
@@ -304,6 +310,7 @@ class _Run:
                 partial(parse_brief, request=request),
             )
         except (LLMError, BudgetExceeded) as exc:
+            self.spent(exc)
             self.note(f"brief failed ({exc.message}); researching the request as asked")
             brief = ResearchBrief(goal=request, must_answer=[request])
         if brief.question:
@@ -351,6 +358,7 @@ class _Run:
             )
             plan = Plan(sections)
         except (LLMError, BudgetExceeded) as exc:
+            self.spent(exc)
             message = f"plan failed ({exc.message}); researching one section"
             self.note(message)
             plan = Plan([Subtask(brief.goal, self.request.request, 2)], note=message)
