@@ -233,6 +233,22 @@ def test_an_answered_clarifying_question_rewrites_the_brief() -> None:
     assert len(llm.calls("research-brief")) == 2
 
 
+def test_a_clarification_from_an_earlier_turn_is_written_into_the_one_brief() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)  # the brief would ask "Which office do you mean?" again
+
+    async def never(question: str) -> str:
+        raise AssertionError("asked again")
+
+    answered = ("Which office do you mean?", "Lyon")
+    report, _ = _run(llm, clarify=never, clarification=answered)
+    assert len(llm.calls("research-brief")) == 1
+    prompt = llm.calls("research-brief")[0][-1]["content"]
+    assert "Asked: Which office do you mean? The user answered: Lyon" in prompt
+    assert report.brief is not None and not report.brief.question
+    assert report.brief.assumptions[0] == "clarified: Which office do you mean? -> Lyon"
+
+
 def test_research_settings_set_the_limits_and_the_request_overrides_them() -> None:
     settings = _settings()
     settings.research.max_sections = 1

@@ -133,14 +133,14 @@ def test_a_clarifying_question_is_an_assistant_turn_and_the_reply_continues(
         {"role": "assistant", "content": question},
         {"role": "user", "content": "everyone"},
     ]
-    llm_server.requests.clear()  # the model asks the same question again, and is answered
+    llm_server.requests.clear()
     resp = _client(url).chat.completions.create(model=MODEL, messages=turns)  # type: ignore[arg-type]
     brief = (resp.model_extra or {})["deepsearcher"]["brief"]
     assert brief["assumptions"][0] == f"clarified: {QUESTION} -> everyone"
-    asked = [r for r in llm_server.requests if task_of(r) == "research-brief"]
-    assert f"Request: {REQUEST}" in json.dumps(asked[-1]) and "answered: everyone" in json.dumps(
-        asked[-1]
-    )
+    # One brief call, written with the question and the reply (read from the conversation).
+    asked = [json.dumps(r) for r in llm_server.requests if task_of(r) == "research-brief"]
+    assert len(asked) == 1 and f"Request: {REQUEST}" in asked[0]
+    assert f"Asked: {QUESTION} The user answered: everyone" in asked[0]
     assert "## Sources" in (resp.choices[0].message.content or "")
 
     # A conversation that already had its clarification is not asked again.
@@ -180,12 +180,15 @@ def test_v1_research_returns_the_json_of_the_cli(
     )
     asked = httpx.post(f"{url}/v1/research", json={"request": REQUEST, "clarify": True}).json()
     assert asked["object"] == "research.clarification" and asked["question"] == QUESTION
-    answered = httpx.post(
-        f"{url}/v1/research",
-        json={"request": REQUEST, "clarification": "everyone"},
-        timeout=120,
-    ).json()
-    assert answered["brief"]["assumptions"][0] == f"clarified: {QUESTION} -> everyone"
+    for extra in ({}, {"question": QUESTION}):  # with the question: one brief call, not two
+        llm_server.requests.clear()
+        answered = httpx.post(
+            f"{url}/v1/research",
+            json={"request": REQUEST, "clarification": "everyone", **extra},
+            timeout=120,
+        ).json()
+        assert answered["brief"]["assumptions"][0] == f"clarified: {QUESTION} -> everyone"
+        assert llm_server.count("research-brief") == (1 if extra else 2)
     # Without clarify, as for the CLI without a terminal, the brief records its assumption.
     plain = httpx.post(f"{url}/v1/research", json={"request": REQUEST}, timeout=120).json()
     assert f"not asked (non-interactive): {QUESTION}" in plain["brief"]["assumptions"]

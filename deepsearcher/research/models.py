@@ -31,6 +31,9 @@ class ResearchRequest:
     # Asks the user the brief's clarifying question (an interactive CLI); returns the reply,
     # or None to go on with the assumption. Without it the brief records what it assumed.
     clarify: Callable[[str], Awaitable[str | None]] | None = None
+    # (question, answer) of a clarification asked before this run (the server's chat model
+    # asks in one turn and continues in the next): the brief is written with it, not asked.
+    clarification: tuple[str, str] | None = None
 
 
 @dataclass

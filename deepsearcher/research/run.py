@@ -303,16 +303,23 @@ class _Run:
 
     async def make_brief(self) -> ResearchBrief:
         request = self.request.request
+        answered = self.request.clarification  # asked in an earlier turn (a chat, an API call)
+        text = request
+        if answered is not None:
+            text = f"{request}\n(Asked: {answered[0]} The user answered: {answered[1]})"
         try:
             brief = await ask(
                 self.ctx,
-                messages_for(prompts.BRIEF.format(request=escape_document(request))),
+                messages_for(prompts.BRIEF.format(request=escape_document(text))),
                 partial(parse_brief, request=request),
             )
         except (LLMError, BudgetExceeded) as exc:
             self.spent(exc)
             self.note(f"brief failed ({exc.message}); researching the request as asked")
             brief = ResearchBrief(goal=request, must_answer=[request])
+        if answered is not None:
+            brief.question = ""  # one question per run, and it was answered
+            brief.assumptions.insert(0, f"clarified: {answered[0]} -> {answered[1]}")
         if brief.question:
             brief = await self.clarified(brief)
         if not brief.must_answer:

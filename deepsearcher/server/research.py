@@ -67,6 +67,9 @@ class ResearchBody(BaseModel):
     # CLI without a terminal: the brief records the assumption it made.
     clarify: bool = False
     clarification: str | None = None
+    # The question "clarification" answers, as returned: the brief is then written with both
+    # in one call. Without it the reply answers whatever question the brief asks.
+    question: str | None = None
 
 
 class NeedsClarification(Exception):
@@ -95,8 +98,10 @@ def _asker(reply: str | None, ask: bool) -> Callable[[str], Awaitable[str | None
 # -- the conversation ------------------------------------------------------------------------
 
 
-def research_turn(messages: Sequence[ChatMessage], max_chars: int) -> tuple[str, str | None, bool]:
-    """(the request, the user's reply to our clarifying question or None, whether the
+def research_turn(
+    messages: Sequence[ChatMessage], max_chars: int
+) -> tuple[str, tuple[str, str] | None, bool]:
+    """(the request, our clarifying question and the user's reply to it or None, whether the
     conversation already had a clarifying question)."""
     turns = [m for m in messages if m.role in ("user", "assistant") and m.text().strip()]
     last = messages[-1]
@@ -107,8 +112,9 @@ def research_turn(messages: Sequence[ChatMessage], max_chars: int) -> tuple[str,
     asked = [i for i, m in enumerate(turns[:-1]) if _is_clarification(m)]
     if asked and asked[-1] == len(turns) - 2:  # the user answers our question
         before = [m for m in turns[: asked[-1]] if m.role == "user"]
+        question = turns[asked[-1]].text().strip()[len(CLARIFY_PREFIX) :].strip()
         if before:
-            return before[-1].text().strip(), text, True
+            return before[-1].text().strip(), (question, text), True
     return text, None, bool(asked)
 
 
@@ -126,6 +132,7 @@ async def _research_request(
     *,
     collections: list[str] | None = None,
     clarify: Callable[[str], Awaitable[str | None]] | None = None,
+    clarification: tuple[str, str] | None = None,
     **limits: Any,
 ) -> ResearchRequest:
     """The run's request: the collections this key may read, and a time budget that ends
@@ -144,6 +151,7 @@ async def _research_request(
         timeout_s=min(run_s, soft),
         budget_name=name if soft < run_s else None,
         clarify=clarify,
+        clarification=clarification,
         **{k: v for k, v in limits.items() if v is not None},
     )
 
@@ -209,9 +217,11 @@ async def _disconnected(request: Request) -> None:
 
 async def research_chat(svc: _Service, request: Request, req: ChatRequest) -> Response:
     """``/v1/chat/completions`` with ``model: deepsearcher-research``."""
-    text, reply, asked_before = research_turn(req.messages, svc.server.max_question_chars)
+    text, answered, asked_before = research_turn(req.messages, svc.server.max_question_chars)
     ask = svc.searcher.settings.research.clarify and not asked_before
-    rreq = await _research_request(svc, request, text, clarify=_asker(reply, ask))
+    rreq = await _research_request(
+        svc, request, text, clarify=_asker(None, ask), clarification=answered
+    )
     if req.stream:
         return await _stream(svc, req, rreq)
     try:
@@ -358,12 +368,16 @@ def research_routes(svc: _Service) -> APIRouter:
         body: ResearchBody = parse_body(await request.body(), ResearchBody)
         check_question(body.request, svc.server.max_question_chars)
         ask = body.clarify and svc.searcher.settings.research.clarify
+        reply, answered = body.clarification, None
+        if reply is not None and body.question:
+            reply, answered = None, (body.question, body.clarification or "")
         rreq = await _research_request(
             svc,
             request,
             body.request,
             collections=body.collections,
-            clarify=_asker(body.clarification, ask),
+            clarify=_asker(reply, ask),
+            clarification=answered,
             max_sections=body.max_sections,
             max_revisions=body.max_revisions,
             max_llm_calls=body.max_llm_calls,
@@ -377,8 +391,9 @@ def research_routes(svc: _Service) -> APIRouter:
                     "object": "research.clarification",
                     "request": body.request,
                     "question": q.question,
-                    "hint": "send the same request again with the answer as 'clarification', "
-                    "or with clarify: false to let the brief assume",
+                    "hint": "send the same request again with this question as 'question' and "
+                    "your answer as 'clarification', or without clarify to let the brief "
+                    "assume",
                 }
             )
         if report is None:
