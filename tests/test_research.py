@@ -613,6 +613,21 @@ def test_research_command_end_to_end(tmp_path: Path, llm_server: ScriptedLLMServ
     assert empty.exit_code == 1 and "error: the request is empty" in empty.stderr
 
 
+def test_research_flags_override_env_and_config(tmp_path: Path) -> None:
+    env = {
+        "DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "r.db"),
+        "DEEPSEARCHER_RESEARCH__MAX_SECTIONS": "0",
+        "OPENAI_API_KEY": "",
+    }
+    bad = CliRunner().invoke(app, ["research", "x"], env=env)
+    assert bad.exit_code == 1
+    assert "invalid setting 'research.max_sections' from environment variable" in bad.stderr
+    # The flag wins over the variable: the settings are valid, and the run gets as far as
+    # needing an LLM (none is configured here).
+    ok = CliRunner().invoke(app, ["research", "x", "--max-sections", "2"], env=env)
+    assert ok.exit_code == 1 and "error: research needs an LLM" in ok.stderr, ok.stderr
+
+
 def _server_prompt(req: dict[str, Any]) -> str:
     return "\n".join(
         m["content"]
