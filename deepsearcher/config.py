@@ -195,6 +195,12 @@ class LLMSettings(_Section):
         le=256,
         description="LLM calls in flight at once; 2-4 for a local server that queues requests.",
     )
+    tool_calls: Literal["auto", "native", "json"] = Field(
+        "auto",
+        description="How research tools are called: 'native' sends OpenAI tool schemas, 'json' "
+        "has the model write the call as JSON in its reply (small local models), 'auto' tries "
+        "native and falls back to JSON when the server rejects tools.",
+    )
 
 
 class QuerySettings(_Section):

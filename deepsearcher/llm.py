@@ -11,13 +11,14 @@ import asyncio
 import contextlib
 import email.utils
 import importlib
+import json
 import logging
 import os
 import random
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
 import httpx
@@ -31,9 +32,23 @@ from deepsearcher.types import Usage
 logger = logging.getLogger(__name__)
 
 Message = dict[str, str]
+# An OpenAI function schema: {"type": "function", "function": {"name", "description",
+# "parameters"}}.
+ToolSchema = dict[str, Any]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _NO_KEY = "not-needed"  # local servers (vLLM, Ollama, llama.cpp) ignore the key, the SDK wants one
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool the model asked for: natively (``tool_calls`` in the reply) or as JSON text.
+    ``args`` holds ``{"_invalid": raw}`` when the arguments were not a JSON object, so the
+    tool can say so to the model instead of the call failing."""
+
+    name: str
+    args: dict[str, Any]
+    id: str = ""
 
 
 @dataclass
@@ -41,6 +56,7 @@ class Completion:
     text: str
     usage: Usage
     finish_reason: str | None
+    tool_calls: list[ToolCall] = field(default_factory=list)
 
 
 @dataclass
@@ -60,8 +76,12 @@ class ChatModel(Protocol):
         *,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        tools: Sequence[ToolSchema] | None = None,
     ) -> Completion:
-        """One chat completion. Raises LLMError (LLMUnavailableError once retries are spent)."""
+        """One chat completion. Raises LLMError (LLMUnavailableError once retries are spent).
+
+        ``tools`` offers functions the model may call; a model (or server) without native tool
+        calls ignores them and replies with text, which callers parse for a JSON tool call."""
         ...
 
     def stream(
@@ -143,6 +163,7 @@ class OpenAIChatModel:
         self._backoff_base_s = backoff_base_s
         self._backoff_cap_s = backoff_cap_s
         self._retry_after_cap_s = retry_after_cap_s
+        self._tools_rejected = False  # llm.tool_calls=auto: the server said no to "tools" once
         # httpx connection pools and asyncio semaphores belong to one event loop; one state per
         # loop lets an instance be built outside a loop and serve several asyncio.run() in turn.
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
@@ -187,10 +208,31 @@ class OpenAIChatModel:
         *,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        tools: Sequence[ToolSchema] | None = None,
     ) -> Completion:
         params = self._params(messages, max_tokens)
         params["temperature"] = self.settings.temperature if temperature is None else temperature
+        mode = self.settings.tool_calls
+        native = bool(tools) and mode != "json" and not self._tools_rejected
+        if native:
+            params["tools"] = [dict(t) for t in tools or ()]
+        try:
+            return await self._complete(params)
+        except LLMError as exc:
+            if not (native and mode == "auto" and _rejects_tools(exc)):
+                raise
+            # Many local servers (llama.cpp without --jinja, vLLM without a tool parser) answer
+            # 400 to "tools"; the caller's prompt also describes the JSON form, so go on without.
+            logger.warning(
+                "LLM at %s rejected native tool calls (%s); using JSON tool calls in text",
+                self.endpoint,
+                exc.message,
+            )
+            self._tools_rejected = True
+            del params["tools"]
+            return await self._complete(params)
 
+    async def _complete(self, params: dict[str, Any]) -> Completion:
         async def call(client: openai.AsyncOpenAI) -> Completion:
             # httpx's timeout applies per read; wait_for makes timeout_s bound the whole call
             # against servers that drip bytes.
@@ -199,7 +241,10 @@ class OpenAIChatModel:
                 raise _Retryable("reply had no choices")
             choice = resp.choices[0]
             return Completion(
-                choice.message.content or "", _usage(resp.usage), choice.finish_reason
+                choice.message.content or "",
+                _usage(resp.usage),
+                choice.finish_reason,
+                _tool_calls(getattr(choice.message, "tool_calls", None)),
             )
 
         async for attempt in self._retrying("call", _CALL_RETRYABLE):
@@ -389,6 +434,28 @@ def _failure(state: RetryCallState) -> BaseException:
     if exc is None:  # tenacity asks for waits and stops only after a failed attempt
         raise AssertionError("retry policy consulted after a successful attempt")
     return exc
+
+
+def _rejects_tools(exc: LLMError) -> bool:
+    cause = exc.__cause__
+    return isinstance(cause, openai.APIStatusError) and cause.status_code in (400, 422)
+
+
+def _tool_calls(calls: Any) -> list[ToolCall]:
+    out: list[ToolCall] = []
+    for call in calls or []:
+        function = getattr(call, "function", None)
+        if function is None or not getattr(function, "name", None):
+            continue
+        raw = getattr(function, "arguments", None) or "{}"
+        try:
+            args = json.loads(raw)
+        except (TypeError, ValueError):
+            args = {"_invalid": raw}
+        if not isinstance(args, dict):
+            args = {"_invalid": raw}
+        out.append(ToolCall(function.name, args, getattr(call, "id", "") or ""))
+    return out
 
 
 def _usage(u: Any) -> Usage:

@@ -7,6 +7,8 @@ Standard library only, so it shares no code (and no bugs) with the client under 
 Replies come from, in order: scripted faults (``add_fault``), rules (``add_rule``, newest
 first), then a deterministic default responder keyed on the ``TASK:`` line that every prompt in
 ``deepsearcher.agents.prompts`` starts with, so a whole deep-search run works without rules.
+A rule may reply with native ``tool_calls`` (``ToolCallsReply``); a server without tool support
+is a "400" fault matched on requests that carry ``tools``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,39 @@ from typing import Any
 
 Request = dict[str, Any]
 Match = str | re.Pattern[str] | Callable[[Request], bool] | None
-Reply = str | Callable[[Request], str]
+
+
+@dataclass(frozen=True)
+class ToolCallsReply:
+    """A reply with native ``tool_calls``: (name, arguments) pairs, arguments a dict (sent as
+    its JSON) or a raw string (sent as is, e.g. broken JSON). A server that rejects ``tools``
+    altogether is a fault: ``add_fault("400", times=None, match=lambda r: "tools" in r)``."""
+
+    calls: list[tuple[str, Any]]
+    content: str = ""
+
+    def message(self) -> dict[str, Any]:
+        return {
+            "role": "assistant",
+            "content": self.content or None,
+            "tool_calls": [
+                {
+                    "id": f"call_{i}",
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "arguments": args if isinstance(args, str) else json.dumps(args),
+                    },
+                }
+                for i, (name, args) in enumerate(self.calls)
+            ],
+        }
+
+    def text(self) -> str:  # what usage counts
+        return json.dumps(self.message()["tool_calls"])
+
+
+Reply = str | ToolCallsReply | Callable[[Request], "str | ToolCallsReply"]
 
 GARBAGE_REPLY = "%%% garbled 7f3a output ~~ zxqv %%%"
 NO_ANSWER = "The documents do not state the answer."
@@ -358,7 +392,7 @@ class ScriptedLLMServer:
                 return item
         return None
 
-    def _plan(self, req: Request) -> tuple[_Fault | None, str, float]:
+    def _plan(self, req: Request) -> tuple[_Fault | None, str | ToolCallsReply, float]:
         with self._lock:
             self.requests.append(req)
             fault: _Fault | None = self._take(self._faults, req)
@@ -485,16 +519,18 @@ class _Handler(BaseHTTPRequestHandler):
             return
         cut = fault is not None and fault.kind == "disconnect"
         messages_text = "\n".join(_content_text(m.get("content")) for m in req.get("messages", []))
+        reply_text = reply.text() if isinstance(reply, ToolCallsReply) else reply
         usage = {
             "prompt_tokens": len(messages_text.split()),
-            "completion_tokens": len(reply.split()),
+            "completion_tokens": len(reply_text.split()),
         }
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         model = req.get("model") or server.model
         if req.get("stream"):
             include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
-            self._stream(reply, model, usage if include_usage else None, cut)
+            self._stream(reply_text, model, usage if include_usage else None, cut)
             return
+        native = isinstance(reply, ToolCallsReply)
         body = {
             "id": "chatcmpl-scripted",
             "object": "chat.completion",
@@ -503,8 +539,10 @@ class _Handler(BaseHTTPRequestHandler):
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": reply},
-                    "finish_reason": "stop",
+                    "message": reply.message()
+                    if isinstance(reply, ToolCallsReply)
+                    else {"role": "assistant", "content": reply},
+                    "finish_reason": "tool_calls" if native else "stop",
                 }
             ],
             "usage": usage,

@@ -13,13 +13,14 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
-from deepsearcher.llm import Completion, Message, StreamPiece
+from deepsearcher.llm import Completion, Message, StreamPiece, ToolCall, ToolSchema
 from deepsearcher.types import Usage
 
 # One passage as the product's prompts delimit it (render_document); group 1 is its text.
 DOCUMENT = re.compile(r"<document[^>]*>\n(.*?)\n</document>", re.S)
 
-Reply = str | Exception | Callable[[str], str]
+# A list of ToolCall replies with native tool calls (when the call offered tools).
+Reply = str | Exception | list[ToolCall] | Callable[[str], "str | list[ToolCall]"]
 Match = str | Callable[[str], bool]
 
 
@@ -56,6 +57,7 @@ class ScriptedChatModel:
         self._rules: list[_Rule] = []
         self._queue: deque[Reply] = deque()
         self.history: list[list[Message]] = []
+        self.tools: list[list[ToolSchema] | None] = []  # the tools each call offered
 
     # -- scripting ---------------------------------------------------------------------------
 
@@ -80,21 +82,31 @@ class ScriptedChatModel:
         *,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        tools: Sequence[ToolSchema] | None = None,
     ) -> Completion:
-        text = self._reply(messages)
-        return Completion(text=text, usage=_usage(messages, text), finish_reason="stop")
+        reply = self._reply(messages, tools)
+        if isinstance(reply, list):
+            if not tools:
+                raise AssertionError("a native tool-call reply to a call that offered no tools")
+            text = " ".join(f"{c.name}({c.args})" for c in reply)
+            return Completion("", _usage(messages, text), "tool_calls", list(reply))
+        return Completion(text=reply, usage=_usage(messages, reply), finish_reason="stop")
 
     async def stream(
         self, messages: Sequence[Message], *, max_tokens: int | None = None
     ) -> AsyncIterator[StreamPiece]:
-        text = self._reply(messages)
+        text = self._reply(messages, None)
+        assert isinstance(text, str), "a streamed reply is text"
         words = text.split(" ")
         for i, word in enumerate(words):
             yield StreamPiece(text=word if i == len(words) - 1 else word + " ")
         yield StreamPiece(usage=_usage(messages, text))
 
-    def _reply(self, messages: Sequence[Message]) -> str:
+    def _reply(
+        self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None
+    ) -> str | list[ToolCall]:
         self.history.append([dict(m) for m in messages])
+        self.tools.append(list(tools) if tools else None)
         prompt = prompt_of(messages)
         reply = self._scripted(prompt)
         if isinstance(reply, Exception):

@@ -46,12 +46,14 @@ class ToolCallEvent(EventBase):
     arguments: dict[str, Any] = field(default_factory=dict)
     result: str = ""
     error: bool = False
+    section: str = ""  # the researcher's
 
 
 @dataclass
 class HypothesisEvent(EventBase):
     type: Literal["hypothesis"] = field(default="hypothesis", init=False)
     hypothesis: Hypothesis | None = None
+    section: str = ""  # the researcher that tested it; "" for the draft's
 
 
 @dataclass

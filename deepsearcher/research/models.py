@@ -27,7 +27,8 @@ class ResearchRequest:
     max_tokens: int | None = None
     timeout_s: float | None = None
     budget_name: str | None = None  # names the time limit in a cut-short report
-    figures: bool = False  # derive figures from the findings with the calculator tool
+    figures: bool = False  # researchers get the calculator for figures in their evidence
+    max_tool_steps: int = 3  # replies of each researcher's tool loop (0: deep search only)
     # Asks the user the brief's clarifying question (an interactive CLI); returns the reply,
     # or None to go on with the assumption. Without it the brief records what it assumed.
     clarify: Callable[[str], Awaitable[str | None]] | None = None
@@ -88,6 +89,7 @@ class Finding:
     claim: str
     evidence: list[str]  # evidence ids
     section: str = ""
+    expression: str | None = None  # a calculator figure: the arithmetic on the cited numbers
 
 
 @dataclass
@@ -104,6 +106,7 @@ class SectionResult:
     subtask: Subtask
     findings: list[Finding] = field(default_factory=list)
     evidence: list[Evidence] = field(default_factory=list)
+    hypotheses: list[Hypothesis] = field(default_factory=list)  # evidence: passage keys
     budget: int = 0
     calls: int = 0
     cut_short: str | None = None

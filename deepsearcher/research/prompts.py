@@ -60,20 +60,40 @@ Findings:
 Draft:
 {draft}"""
 
-FIGURES = """TASK: research-figures
-Some findings below hold figures. When a figure the brief needs can be derived from them (a \
-sum, a difference, a ratio, a growth rate), compute it with a tool: one tool call per reply, \
-as one JSON object, e.g.
-{{"tool": "calculator", "args": {{"expression": "(120 - 100) / 100", "evidence": ["E1", "E2"], \
-"claim": "growth of revenue from 2023 to 2024"}}}}
-Every number in the expression must appear in the evidence you name. Tools:
+RESEARCH_TOOLS = """TASK: research-tools
+You research one section of a report from the team's documents. A search already found the \
+findings and evidence below. Check and complete them with tools: one tool call per reply, as \
+one JSON object, e.g.
+{{"tool": "search", "args": {{"query": "battery supplier contract"}}}}
+Tools:
 {tools}
-When nothing is left to compute, reply DONE.
+You have at most {steps} replies. End with the findings tool: each claim cites the evidence \
+ids it rests on; add up to {max_hypotheses} hypotheses the question raises, each with a search \
+that would find evidence against it:
+{{"tool": "findings", "args": {{"findings": [{{"claim": "...", "evidence": ["E1"]}}], \
+"hypotheses": [{{"statement": "...", "against": "..."}}]}}}}
 
-Brief:
-{brief}
+Question: {question}
 
-Findings:
-{findings}"""
+Findings so far:
+{findings}
+
+Evidence:
+{evidence}"""
+
+HYPOTHESIS = """TASK: research-hypothesis
+Judge the hypothesis from the passages only: "supported" when a passage states it, "refuted" \
+when a passage contradicts it, "open" when they do not settle it. Name the ids of the passages \
+that decide it.
+Reply with one JSON object only:
+{{"status": "open", "evidence": ["E1"]}}
+
+Hypothesis: {statement}
+
+Passages found for it:
+{support}
+
+Passages found against it:
+{against}"""
 
 TOOL_RESULT = "TOOL RESULT ({tool}): {output}"

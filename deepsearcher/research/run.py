@@ -5,30 +5,27 @@ Every stage is one parsed LLM call through ``agents.base.ask`` and degrades visi
 brief uses the request as its goal, an unusable plan becomes a one-section plan, a researcher
 that fails leaves its section named as missing, a spent budget writes the report from what was
 found and marks it cut short, a failed draft lists the findings as the researchers returned
-them. Each researcher is the existing ``DeepSearchAgent`` loop on its subtask; its cited
-answer is turned into findings (claim + evidence ids) without another LLM call."""
+them. Each researcher (``researcher.Researcher``) runs the deep-search loop on its subtask,
+then a bounded tool loop and its hypotheses, and hands back findings (claim + evidence ids)."""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-from deepsearcher.agents import DeepSearchAgent
 from deepsearcher.agents.base import ask, escape_attribute, escape_document, messages_for
-from deepsearcher.agents.parsing import clean_output
 from deepsearcher.agents.prompts import DOCUMENT
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, DeepSearcherError, LLMError
-from deepsearcher.llm import ChatModel, Completion, Message, StreamPiece
-from deepsearcher.options import QueryOptions
+from deepsearcher.llm import ChatModel
 from deepsearcher.research import prompts
+from deepsearcher.research.budget import MIN_RESEARCHER_CALLS, WRITE_RESERVE_CALLS
 from deepsearcher.research.contradictions import (
     conflicts_text,
     find_contradictions,
@@ -47,7 +44,6 @@ from deepsearcher.research.events import (
     ResearchEvent,
     ResearchNoteEvent,
     RevisionEvent,
-    ToolCallEvent,
 )
 from deepsearcher.research.models import (
     Contradiction,
@@ -71,35 +67,21 @@ from deepsearcher.research.parsing import (
     parse_hypotheses,
     parse_plan,
 )
-from deepsearcher.research.tools import (
-    CALCULATOR,
-    THINK,
-    Tool,
-    ToolArgumentError,
-    ToolRegistry,
-    parse_tool_call,
-)
+from deepsearcher.research.researcher import Researcher, ResearcherDeps
+from deepsearcher.research.text import claim_of as _claim
+from deepsearcher.research.text import norm as _norm
+from deepsearcher.research.text import sentences as _sentences
 from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
 from deepsearcher.tools.web import WebSearchTool
-from deepsearcher.types import Answer, Usage
+from deepsearcher.types import Usage
 
 logger = logging.getLogger(__name__)
 
-WRITE_RESERVE_CALLS = 3  # kept back from the researchers: the draft (and its retry), a check
-MIN_RESEARCHER_CALLS = 3  # decompose, a verdict, the answer: less cannot find anything
 MAX_EVIDENCE_IN_PROMPT = 40
 EVIDENCE_CHARS = 600
 _EVIDENCE_REF = re.compile(r"\[\s*(E\d+(?:\s*[,;]\s*E\d+)*)\s*\]")
 _EVIDENCE_ID = re.compile(r"E\d+")
-_CITATION = re.compile(r"\[(\d{1,3})\]")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-_CITE_AFTER_END = re.compile(r"([.!?])\s*((?:\[[^\]\n]{1,40}\])+)")
-_SPACE_BEFORE_PUNCT = re.compile(r"\s+([.!?,;:])")
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_CONSTANTS = frozenset({"1", "100"})  # shares and percentages need them without a source
-MAX_TOOL_STEPS = 4
-_MARKER = re.compile(r"^\s*(?:[-*•+]\s+|\d{1,3}[.)]\s+)")
 _WORD = re.compile(r"[a-z0-9][a-z0-9.%-]*[a-z0-9%]|[0-9]", re.IGNORECASE)
 _STOP_WORDS = (
     "the and for are was were with that this from have has had not but its their they "
@@ -108,16 +90,6 @@ _STOP_WORDS = (
     "does did"
 )
 _STOP = frozenset(_STOP_WORDS.split())
-# Notes of a researcher whose answer step produced no generated answer (only passages).
-_NO_ANSWER_NOTES = ("answer step failed", "no time left to write the answer", "LLM unreachable")
-
-
-class ResearchBudgetSpent(LLMError):
-    """The run's shared budget refused a researcher's call. An ``LLMError`` on purpose: every
-    step of the deep-search loop already degrades on one (a verdict dropped, the loop ended,
-    the answer listing its passages)."""
-
-    default_hint = "raise the run's budget (--max-llm-calls) or ask for fewer sections"
 
 
 class Components(Protocol):
@@ -130,55 +102,6 @@ class Components(Protocol):
 
     @property
     def retriever(self) -> Retriever: ...
-
-
-class SharedBudgetModel:
-    """A researcher's ``ChatModel``: every call is admitted by, and counted in, the run's one
-    ``RunContext``, so concurrent researchers share a single budget of calls, tokens and time."""
-
-    def __init__(self, inner: ChatModel, ctx: RunContext, reserve_calls: int) -> None:
-        self.inner = inner
-        self.ctx = ctx
-        self.reserve_calls = reserve_calls
-        self.name = inner.name
-
-    def _admit(self) -> None:
-        try:
-            self.ctx.check_budget(self.reserve_calls)
-        except BudgetExceeded as exc:
-            self.ctx.cut_short = self.ctx.cut_short or exc.message
-            raise ResearchBudgetSpent(f"research budget spent: {exc.message}") from None
-
-    async def complete(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-    ) -> Completion:
-        self._admit()
-        self.ctx.in_flight += 1
-        try:
-            completion = await self.inner.complete(
-                messages, max_tokens=max_tokens, temperature=temperature
-            )
-        finally:
-            self.ctx.in_flight -= 1
-        self.ctx.usage.add(completion.usage)
-        return completion
-
-    async def stream(
-        self, messages: Sequence[Message], *, max_tokens: int | None = None
-    ) -> AsyncIterator[StreamPiece]:
-        self._admit()
-        self.ctx.in_flight += 1
-        try:
-            async for piece in self.inner.stream(messages, max_tokens=max_tokens):
-                if piece.usage is not None:
-                    self.ctx.usage.add(piece.usage)
-                yield piece
-        finally:
-            self.ctx.in_flight -= 1
 
 
 @dataclass(frozen=True)
@@ -228,6 +151,7 @@ class _Run:
     report: Report = field(init=False)
     evidence: dict[str, Evidence] = field(default_factory=dict)  # passage key -> E id'd
     findings: list[Finding] = field(default_factory=list)
+    hypotheses: list[Hypothesis] = field(default_factory=list)  # the researchers', merged
     results: list[SectionResult] = field(default_factory=list)
     researchers_in_flight: int = 0
     contradictions: list[Contradiction] = field(default_factory=list)  # told to the writer
@@ -255,8 +179,6 @@ class _Run:
         brief = await self.make_brief()
         plan = await self.make_plan(brief)
         await self.research(plan.sections)
-        if self.request.figures:
-            await self.figures(brief)
         draft = await self.write(brief)
         quality = self.check_structure(draft, brief)
         quality = await self.check(draft, brief, quality)
@@ -284,6 +206,7 @@ class _Run:
             quality = await self.check(draft, brief, self.check_structure(draft, brief))
             self.emit(QualityEvent(quality=quality, round=rounds))
         self.finish(draft, quality, rounds, brief, plan, started)
+        self.add_hypotheses()
         self.emit(ResearchDoneEvent(report=self.report))
         return self.report
 
@@ -428,28 +351,10 @@ class _Run:
             self.researchers_in_flight -= 1
 
     async def _researcher(self, subtask: Subtask, budget: int) -> SectionResult:
-        settings = self.settings.model_copy(deep=True)
-        settings.query.max_llm_calls = budget
-        model = SharedBudgetModel(self.llm, self.ctx, reserve_calls=WRITE_RESERVE_CALLS)
-        agent = DeepSearchAgent(settings, model, self.retriever, self.web)
-        options = QueryOptions(
-            collections=self.request.collections,
-            timeout_s=max(self.ctx.search_remaining_s(), 0.001),
-            budget_name="research time budget",
+        tools = ResearcherDeps(
+            self.settings, self.llm, self.retriever, self.request, self.ctx, self.emit, self.web
         )
-        answer: Answer | None = None
-        async for event in agent.run(subtask.question, options):
-            if event.type == "done":
-                answer = event.answer
-        assert answer is not None, "the deep-search loop ended without an answer"
-        result = SectionResult(subtask, budget=budget, calls=answer.usage.llm_calls)
-        result.cut_short = answer.cut_short
-        failed = next((n for n in answer.notes if n.startswith(_NO_ANSWER_NOTES)), None)
-        if failed or answer.mode == "retrieval-only":
-            result.error = f"no findings: {failed or 'the LLM could not be reached'}"
-            return result
-        result.findings, result.evidence = findings_from_answer(answer, subtask.title)
-        return result
+        return await Researcher(tools, subtask, budget).research()
 
     def merge(self, result: SectionResult) -> None:
         """Global evidence ids (E1...) for the result's passages, its findings de-duplicated
@@ -467,70 +372,32 @@ class _Run:
             if (same := seen.get(_norm(finding.claim))) is not None:
                 same.evidence += [i for i in ids if i not in same.evidence]
                 continue
-            merged = Finding(finding.claim, ids, finding.section)
+            merged = Finding(finding.claim, ids, finding.section, finding.expression)
             self.findings.append(merged)
             seen[_norm(merged.claim)] = merged
+        known = {_norm(h.statement) for h in self.hypotheses}
+        for h in result.hypotheses:
+            if _norm(h.statement) not in known:
+                known.add(_norm(h.statement))
+                ids = [local[k] for k in h.evidence if k in local]
+                self.hypotheses.append(Hypothesis(h.statement, h.status if ids else "open", ids))
 
-    # -- 3b. derived figures: a bounded tool loop with the calculator -----------------------
-
-    async def figures(self, brief: ResearchBrief) -> None:
-        """Derived figures (sums, ratios, growth) as findings, each computed by the calculator
-        from numbers that appear in the evidence it cites; anything else is fed back as an
-        error for the model to correct. At most ``MAX_TOOL_STEPS`` calls."""
-        with_numbers = [f for f in self.findings if _NUMBER.search(f.claim)]
-        if not with_numbers:
-            return
-        registry = ToolRegistry([Tool(CALCULATOR.name, CALCULATOR.description, self._calc), THINK])
-        messages = messages_for(
-            prompts.FIGURES.format(
-                tools=registry.describe(),
-                brief=_brief_text(brief),
-                findings=_findings_text(with_numbers),
-            )
-        )
-        for _step in range(MAX_TOOL_STEPS):
-            try:
-                reply = await ask(self.ctx, messages, clean_output)
-            except (LLMError, BudgetExceeded) as exc:
-                self.note(f"figures step stopped ({exc.message})")
-                return
-            call = parse_tool_call(reply)
-            if call is None:
-                return  # DONE, or prose: nothing (more) to compute
-            result = await registry.call(call)
-            self.emit(
-                ToolCallEvent(
-                    tool=call.name, arguments=call.args, result=result.output, error=result.error
-                )
-            )
-            messages = [
-                *messages,
-                {"role": "assistant", "content": reply},
-                {
-                    "role": "user",
-                    "content": prompts.TOOL_RESULT.format(tool=call.name, output=result.output),
-                },
-            ]
-        self.note(f"figures step stopped after {MAX_TOOL_STEPS} tool calls")
-
-    async def _calc(self, args: Mapping[str, Any]) -> str:
-        expression, claim = args.get("expression"), args.get("claim")
-        ids = args.get("evidence")
-        if not isinstance(expression, str) or not isinstance(claim, str):
-            raise ToolArgumentError('calculator takes "expression", "evidence" and "claim"')
+    def add_hypotheses(self) -> None:
+        """The researchers' tested hypotheses in the report, also those the draft left out,
+        their evidence among the sources (numbered after the draft's citations)."""
+        r = self.report
+        listed = {_norm(h.statement) for h in r.hypotheses}
         by_id = {e.id: e for e in self.evidence.values()}
-        if not isinstance(ids, list) or not ids or any(i not in by_id for i in ids):
-            raise ToolArgumentError(f"name the evidence ids the figures come from: {list(by_id)}")
-        passages = " ".join(by_id[i].text for i in ids).replace(",", "")
-        found = {n.rstrip(".") for n in _NUMBER.findall(passages)}
-        for number in _NUMBER.findall(expression.replace(",", "")):
-            if number.rstrip(".") not in found and number not in _CONSTANTS:
-                raise ToolArgumentError(f"{number} does not appear in {', '.join(ids)}")
-        value = await CALCULATOR.run({"expression": expression})
-        self.findings.append(
-            Finding(f"{claim.strip()}: {expression.strip()} = {value}", list(ids), "Figures")
-        )
-        return value
+        numbered = {s.evidence_id for s in r.sources}
+        for h in self.hypotheses:
+            if _norm(h.statement) in listed:
+                continue
+            r.hypotheses.append(h)
+            for eid in h.evidence:
+                if eid in numbered:
+                    continue
+                numbered.add(eid)
+                r.sources.append(Source(len(r.sources) + 1, by_id[eid]))
 
     # -- 4. draft ------------------------------------------------------------------------
 
@@ -553,7 +420,7 @@ class _Run:
 
     def findings_for_writer(self) -> str:
         self.conflicts_in_draft = len(self.contradictions)
-        text = _findings_text(self.findings)
+        text = _findings_text(self.findings) + _hypotheses_text(self.hypotheses)
         if self.contradictions:  # the writer says the sources disagree, not which one to trust
             text += "\n" + conflicts_text(self.contradictions)
         return text
@@ -688,61 +555,6 @@ class _Run:
 # -- helpers -------------------------------------------------------------------------------
 
 
-def findings_from_answer(answer: Answer, section: str) -> tuple[list[Finding], list[Evidence]]:
-    """Each cited sentence of a researcher's answer as a finding; its citations as evidence
-    (ids are passage keys here; ``_Run.merge`` gives them their E ids)."""
-    by_n = {s.n: s for s in answer.sources}
-    evidence: dict[str, Evidence] = {}
-    findings: list[Finding] = []
-    for sentence in _sentences(answer.answer):
-        keys = []
-        for n in (int(x) for x in _CITATION.findall(sentence)):
-            if (src := by_n.get(n)) is None:
-                continue
-            key = "|".join(
-                str(v) for v in (src.collection, src.source, src.start, src.end, _digest(src.text))
-            )
-            evidence.setdefault(
-                key,
-                Evidence(
-                    id=key,
-                    text=src.text,
-                    source=src.source,
-                    page=src.page,
-                    page_end=src.page_end,
-                    start=src.start,
-                    end=src.end,
-                    collection=src.collection,
-                    kind=src.kind,
-                ),
-            )
-            if key not in keys:
-                keys.append(key)
-        claim = _claim(sentence, _CITATION)
-        if keys and claim:
-            findings.append(Finding(claim, keys, section))
-    return findings, list(evidence.values())
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha1(text.encode()).hexdigest()[:12]
-
-
-def _norm(text: str) -> str:
-    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
-
-
-def _sentences(text: str) -> list[str]:
-    # A citation after the full stop ("... lab. [2]") belongs to the sentence it follows.
-    text = _CITE_AFTER_END.sub(r" \2\1", text)
-    return [s for s in (_MARKER.sub("", p).strip() for p in _SENTENCE_END.split(text)) if s]
-
-
-def _claim(sentence: str, citation: re.Pattern[str]) -> str:
-    """The sentence without its citations (and the space they leave before punctuation)."""
-    return _SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(citation.sub("", sentence).split()))
-
-
 def _cited_ids(sentence: str) -> set[str]:
     return {i for m in _EVIDENCE_REF.findall(sentence) for i in _EVIDENCE_ID.findall(m)}
 
@@ -792,6 +604,16 @@ def _findings_text(findings: Sequence[Finding]) -> str:
             lines.append(f"## {escape_document(section)}")
         refs = "".join(f"[{e}]" for e in f.evidence)
         lines.append(f"- {escape_document(f.claim)} {refs}")
+    return "\n".join(lines)
+
+
+def _hypotheses_text(hypotheses: Sequence[Hypothesis]) -> str:
+    if not hypotheses:
+        return ""
+    lines = ["", "## Hypotheses the researchers tested"]
+    for h in hypotheses:
+        refs = "".join(f"[{e}]" for e in h.evidence)
+        lines.append(f"- {escape_document(h.statement)}: {h.status} {refs}".rstrip())
     return "\n".join(lines)
 
 

@@ -1,20 +1,32 @@
-"""A small tool registry for researchers, with tool calls parsed from plain JSON replies (small
-local models lack native tool calling): ``{"tool": "calculator", "args": {...}}``. An unknown
-tool or bad arguments come back as an error result for the model to read, never a crash."""
+"""A small tool registry for researchers. Tool calls come natively (``Completion.tool_calls``,
+from the OpenAI ``tools`` schemas of ``ToolRegistry.schemas``) or parsed from plain JSON
+replies (small local models lack native tool calling): ``{"tool": "calculator", "args":
+{...}}``. An unknown tool or bad arguments come back as an error result for the model to read,
+never a crash."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from deepsearcher.agents.parsing import clean_output
+from deepsearcher.errors import DeepSearcherError
+from deepsearcher.llm import ToolCall, ToolSchema
 from deepsearcher.research.calculator import CalculatorError, calculate
 
 ToolFunction = Callable[[Mapping[str, Any]], Awaitable[str]]
 _OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+STRING = {"type": "string"}
+STRINGS = {"type": "array", "items": {"type": "string"}}
 
 
 @dataclass(frozen=True)
@@ -22,12 +34,18 @@ class Tool:
     name: str
     description: str  # shown to the model, with the argument names
     run: ToolFunction
+    parameters: dict[str, Any] = field(default_factory=lambda: object_schema({}, []))
 
-
-@dataclass(frozen=True)
-class ToolCall:
-    name: str
-    args: dict[str, Any]
+    def schema(self) -> ToolSchema:
+        """The OpenAI function schema for native tool calls."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
 
 
 @dataclass(frozen=True)
@@ -52,15 +70,22 @@ class ToolRegistry:
     def describe(self) -> str:
         return "\n".join(f"- {t.name}: {t.description}" for t in self._tools.values())
 
+    def schemas(self) -> list[ToolSchema]:
+        return [t.schema() for t in self._tools.values()]
+
     async def call(self, call: ToolCall) -> ToolResult:
         tool = self._tools.get(call.name)
         if tool is None:
             known = ", ".join(self._tools) or "none"
             return ToolResult(call, f"error: unknown tool {call.name!r}; tools: {known}", True)
+        if "_invalid" in call.args:
+            return ToolResult(call, f"error: {call.name} takes a JSON object of arguments", True)
         try:
             return ToolResult(call, await tool.run(call.args))
         except ToolArgumentError as exc:
             return ToolResult(call, f"error: {exc}", True)
+        except DeepSearcherError as exc:  # a search that failed: the model may try otherwise
+            return ToolResult(call, f"error: {call.name} failed: {exc.message}", True)
 
 
 class ToolArgumentError(ValueError):
@@ -84,14 +109,29 @@ def parse_tool_call(reply: str) -> ToolCall | None:
     return ToolCall(value["tool"], args if isinstance(args, dict) else {"_invalid": args})
 
 
+def render_tool_call(call: ToolCall) -> str:
+    """A call as the JSON form the prompts teach; it goes back into the conversation as the
+    assistant's turn, so native and JSON calls leave the same history (and servers without
+    tool support accept it)."""
+    return json.dumps({"tool": call.name, "args": call.args}, ensure_ascii=False)
+
+
 async def _calculator(args: Mapping[str, Any]) -> str:
     expression = args.get("expression")
     if not isinstance(expression, str):
         raise ToolArgumentError('calculator takes {"expression": "<arithmetic>"}')
+    return format_number(evaluate(expression))
+
+
+def evaluate(expression: str) -> float:
+    """``calculate``, its refusals as a ``ToolArgumentError`` for the model."""
     try:
-        value = calculate(expression)
+        return calculate(expression)
     except CalculatorError as exc:
         raise ToolArgumentError(exc.message) from None
+
+
+def format_number(value: float) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
@@ -104,8 +144,14 @@ CALCULATOR = Tool(
     "calculator",
     'arithmetic on figures from the evidence; args {"expression": "(120 - 100) / 100"}',
     _calculator,
+    object_schema({"expression": STRING}, ["expression"]),
 )
-THINK = Tool("think", 'a scratchpad step; args {"thought": "..."}', _think)
+THINK = Tool(
+    "think",
+    'a scratchpad step: plan or weigh the evidence; args {"thought": "..."}',
+    _think,
+    object_schema({"thought": STRING}, ["thought"]),
+)
 
 
 def default_registry() -> ToolRegistry:
