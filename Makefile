@@ -36,3 +36,4 @@ bench: install
 	$(PY) benchmarks/query.py --top-k 5 --max-llm-calls 60 --concurrency 8 --out-name query_k5
 	$(PY) benchmarks/topk_recall.py
 	$(PY) benchmarks/serve.py
+	$(PY) benchmarks/research.py

@@ -252,6 +252,50 @@ class QuerySettings(_Section):
     max_context_chunks: int = Field(20, ge=1, description="Kept chunks passed to the answer.")
 
 
+class ResearchSettings(_Section):
+    """``deepsearcher research``, ``DeepSearcher.research`` and the server's research model."""
+
+    max_sections: int = Field(
+        4, ge=1, le=12, description="Sections of a report's plan, one researcher each."
+    )
+    max_revisions: int = Field(
+        1,
+        ge=0,
+        le=5,
+        description="Gap-filling rounds after the quality check (research what is missing, "
+        "rewrite the draft); 0 keeps the first draft.",
+    )
+    max_concurrency: int = Field(
+        3,
+        ge=1,
+        le=32,
+        description="Researchers running at once (their LLM calls still share "
+        "llm.max_concurrency).",
+    )
+    budget_factor: float = Field(
+        4.0,
+        gt=0,
+        description="A run's default budget: this many times one question's "
+        "(query.max_llm_calls, query.max_tokens, query.timeout_s), shared by every stage and "
+        "researcher. The explicit limits below win over it.",
+    )
+    max_llm_calls: int | None = Field(
+        None, ge=5, description="LLM calls for a whole report (unset: budget_factor x query's)."
+    )
+    max_tokens: int | None = Field(
+        None, ge=1, description="Tokens for a whole report (unset: budget_factor x query's)."
+    )
+    timeout_s: float | None = Field(
+        None, gt=0, description="Seconds for a whole report (unset: budget_factor x query's)."
+    )
+    clarify: bool = Field(
+        True,
+        description="Ask the brief's clarifying question when the request is ambiguous and the "
+        "front end can ask (a terminal, a chat client of the deepsearcher-research model); "
+        "false: the brief records the assumption it made instead.",
+    )
+
+
 class ServerSettings(_Section):
     host: str = Field("127.0.0.1", description="Interface to bind (non-loopback needs API keys).")
     port: int = Field(8000, ge=0, le=65535, description="Port to listen on.")
@@ -324,6 +368,7 @@ class Settings(BaseModel):
     vector_store: VectorStoreSettings = Field(default_factory=VectorStoreSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     query: QuerySettings = Field(default_factory=QuerySettings)
+    research: ResearchSettings = Field(default_factory=ResearchSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
     web_search: WebSearchSettings = Field(default_factory=WebSearchSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)

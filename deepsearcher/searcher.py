@@ -299,6 +299,28 @@ class DeepSearcher:
         tool = await asyncio.to_thread(self._web_tool, web)
         return await run_research(self, request, on_event=on_event, web=tool)
 
+    async def astream_research(
+        self, request: ResearchRequest | str, *, web: bool | None = None
+    ) -> AsyncIterator[ResearchEvent]:
+        """The research run's events as they happen; the last carries the ``Report``."""
+        events: asyncio.Queue[ResearchEvent | None] = asyncio.Queue()
+
+        async def run() -> None:
+            try:
+                await self.aresearch(request, web=web, on_event=events.put_nowait)
+            finally:
+                events.put_nowait(None)
+
+        task = asyncio.ensure_future(run())
+        try:
+            while (event := await events.get()) is not None:
+                yield event
+            await task  # raises the run's error, if it ended with one
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
     def research(
         self,
         request: ResearchRequest | str,

@@ -189,6 +189,8 @@ def default_reply(req: Request) -> str:
             if line.startswith("- ") and line[2:].strip()
         ]
         return json.dumps(names)
+    if task is not None and task.startswith("research-"):
+        return research_reply(task, text)
     if task == "rewrite":
         last = _line_value(text, "Last message")
         history = text.split("Conversation:", 1)[-1].split("Last message:", 1)[0]
@@ -198,6 +200,67 @@ def default_reply(req: Request) -> str:
         previous = users[-1].strip() if users else ""
         return f"{last} (about: {previous})" if previous and previous != last else last
     return "OK"
+
+
+_FINDING_LINE = re.compile(r"^- (.*?) ((?:\[E\d+\])+)$", re.MULTILINE)
+
+
+def research_reply(task: str, text: str) -> str:
+    """Research stages (``deepsearcher.research.prompts``): a brief whose must-answer questions
+    are the request's parts split on " and ", one plan section per question, a draft that
+    restates each finding with its evidence ids, a check that finds every question covered."""
+    if task == "research-brief":
+        request = _line_value(text, "Request").split("\n(Asked:")[0]
+        parts = [p.strip(" ?.,") for p in re.split(r"\s+and\s+|;\s*", request) if p.strip(" ?.,")]
+        return json.dumps(
+            {
+                "goal": request,
+                "scope": "the loaded documents",
+                "audience": "the requester",
+                "must_answer": [f"{p[0].upper()}{p[1:]}?" for p in parts] or [request],
+                "question": "",
+            }
+        )
+    if task == "research-plan":
+        limit = re.search(r"at most (\d+)", text)
+        questions = re.findall(r"^Must answer: (.*)$", text, re.MULTILINE)
+        sections = [
+            {"title": " ".join(q.rstrip("?").split()[:6]), "question": q, "complexity": 1}
+            for q in questions
+        ]
+        return json.dumps(sections[: int(limit.group(1))] if limit else sections)
+    if task == "research-write":
+        sections: dict[str, list[str]] = {}
+        heading = "Findings"
+        for line in text.split("Findings by section:", 1)[-1].split("Evidence:", 1)[0].splitlines():
+            if line.startswith("## "):
+                heading = line[3:].strip()
+            elif m := _FINDING_LINE.match(line):
+                sections.setdefault(heading, []).append(f"{m.group(1)} {m.group(2)}")
+        findings = [f for fs in sections.values() for f in fs]
+        first_ids = re.findall(r"E\d+", findings[0]) if findings else []
+        return json.dumps(
+            {
+                "title": _line_value(text, "Goal") or "Report",
+                "summary": findings[0] if findings else "",
+                "sections": [{"title": t, "text": " ".join(fs)} for t, fs in sections.items()],
+                "open_questions": [],
+                "hypotheses": [
+                    {
+                        "statement": "The documents answer the request",
+                        "status": "supported",
+                        "evidence": first_ids[:1],
+                    }
+                ]
+                if first_ids
+                else [],
+            }
+        )
+    if task == "research-check":
+        block = text.split("Questions:", 1)[-1].split("Findings:", 1)[0]
+        n = len(re.findall(r"^\d+\. ", block, re.MULTILINE))
+        return json.dumps({"covered": [True] * n, "gaps": [], "score": 1.0, "contradictions": []})
+    return "DONE"  # research-figures and later tool steps: nothing to compute
 
 
 # ---------------------------------------------------------------------------------------------

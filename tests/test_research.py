@@ -21,7 +21,9 @@ from deepsearcher.errors import LLMError
 from deepsearcher.llm import Completion, Message, ToolSchema
 from deepsearcher.research import Report, ResearchRequest, stream_research
 from deepsearcher.research.calculator import CalculatorError, calculate
+from deepsearcher.research.contradictions import find_contradictions
 from deepsearcher.research.events import ResearchEvent
+from deepsearcher.research.models import Evidence, Finding
 from deepsearcher.research.tools import ToolCall, default_registry, parse_tool_call
 from deepsearcher.retrieval import Retriever
 from deepsearcher.searcher import DeepSearcher
@@ -126,10 +128,15 @@ def _settings() -> Settings:
     return settings
 
 
-def _run(llm: ScriptedChatModel, **request: Any) -> tuple[Report, list[ResearchEvent]]:
-    settings = _settings()
+def _run(
+    llm: ScriptedChatModel,
+    settings: Settings | None = None,
+    corpus: dict[str, list[str]] = CORPUS,
+    **request: Any,
+) -> tuple[Report, list[ResearchEvent]]:
+    settings = settings or _settings()
     store = MemoryStore(WordHashEmbedder())
-    store.add("docs", CORPUS)
+    store.add("docs", corpus)
     retriever = Retriever(WordHashEmbedder(), store, settings)
     req = ResearchRequest(
         request.pop("request", "Brief me on the NR-7 battery and Lyon"), **request
@@ -158,8 +165,8 @@ def test_report_cites_sources_that_resolve_to_evidence() -> None:
     assert _citations(md) and _citations(md) <= numbers  # every [n] has a source
     evidence = {e.id: e for e in report.evidence}
     for source in report.sources:  # every source maps back to a passage of a file
-        assert evidence[source.evidence_id].source == source.source
-        assert source.source in CORPUS
+        assert evidence[source.evidence_id] is source.evidence
+        assert source.evidence.source in CORPUS
     for finding in report.findings:
         assert finding.evidence and all(e in evidence for e in finding.evidence)
     assert "Kestrel Energy" in md and "forty employees" in md
@@ -176,6 +183,21 @@ def test_report_cites_sources_that_resolve_to_evidence() -> None:
         assert stage in types
     assert "hypothesis" in types
     assert report.to_dict()["usage"]["llm_calls"] == len(llm.history)
+
+
+def test_json_sources_reference_evidence_that_holds_each_passage_once() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)
+    report, _ = _run(llm)
+    data = json.loads(json.dumps(report.to_dict()))
+    evidence = {e["id"]: e for e in data["evidence"]}
+    assert data["sources"] and len(evidence) == len(data["evidence"])
+    for source in data["sources"]:
+        assert set(source) == {"n", "evidence_id", "label"}  # no copy of the passage's fields
+        cited = evidence[source["evidence_id"]]
+        assert cited["label"] == source["label"] and cited["source"] in CORPUS
+        assert cited["text"]
+        assert f"[{source['n']}] {cited['label']}" in report.to_markdown()
 
 
 def test_the_library_facade_writes_the_same_report_with_its_own_components() -> None:
@@ -211,6 +233,40 @@ def test_an_answered_clarifying_question_rewrites_the_brief() -> None:
         "clarified: Which office do you mean? -> the Lyon office in France"
     )
     assert len(llm.calls("research-brief")) == 2
+
+
+def test_a_clarification_from_an_earlier_turn_is_written_into_the_one_brief() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)  # the brief would ask "Which office do you mean?" again
+
+    async def never(question: str) -> str:
+        raise AssertionError("asked again")
+
+    answered = ("Which office do you mean?", "Lyon")
+    report, _ = _run(llm, clarify=never, clarification=answered)
+    assert len(llm.calls("research-brief")) == 1
+    prompt = llm.calls("research-brief")[0][-1]["content"]
+    assert "Asked: Which office do you mean? The user answered: Lyon" in prompt
+    assert report.brief is not None and not report.brief.question
+    assert report.brief.assumptions[0] == "clarified: Which office do you mean? -> Lyon"
+
+
+def test_research_settings_set_the_limits_and_the_request_overrides_them() -> None:
+    settings = _settings()
+    settings.research.max_sections = 1
+    settings.research.max_llm_calls = 40
+    llm = ScriptedChatModel()
+    _script(llm)
+    report, events = _run(llm, settings)
+    assert "at most 1 report sections" in llm.calls("research-plan")[0][-1]["content"]
+    assert [e.section for e in events if e.type == "researcher_started"] == ["Battery supplier"]
+    budgets = [e.budget for e in events if e.type == "researcher_started"]
+    assert budgets == [40 - 2 - 3]  # the run's 40 calls less brief, plan and the write reserve
+    llm = ScriptedChatModel()
+    _script(llm)
+    report, events = _run(llm, settings, max_sections=2, max_llm_calls=20)
+    assert len([e for e in events if e.type == "researcher_started"]) == 2
+    assert report.usage.llm_calls <= 20
 
 
 def test_findings_and_evidence_are_deduplicated_across_researchers() -> None:
@@ -355,6 +411,89 @@ def test_uncited_and_unsupported_sentences_fail_the_structural_check() -> None:
     assert q.weak_citations == ["Penguins migrate across frozen Antarctic glaciers yearly."]
 
 
+def test_figures_and_dates_the_sources_disagree_on_are_found_and_nothing_else() -> None:
+    ev = [
+        Evidence("E1", "The daily meal allowance for business travel is 45 euros.", "a.md"),
+        Evidence("E2", "Business travel: the daily meal allowance is €50.", "b.md"),
+        Evidence("E3", "The Lisbon office opened in 2019.", "c.md"),
+        Evidence("E4", "The Lisbon office was opened in 2021 with 30 staff.", "d.md"),
+        # Not conflicts: another unit, another subject, figures of another year, one source.
+        Evidence("E5", "The daily meal allowance for business travel covers 3 meals.", "e.md"),
+        Evidence("E6", "Parental leave lasts 20 weeks and vacation 25 days.", "f.md"),
+        Evidence("E7", "Revenue of the Lisbon office was 12 million euros in 2022.", "g.md"),
+        Evidence("E8", "Revenue of the Lisbon office was 15 million euros in 2023.", "h.md"),
+    ]
+    finding = Finding("The meal allowance for business travel is 45 euros daily", ["E1"])
+    found = find_contradictions([finding], ev)
+    assert [(c.evidence_a, c.evidence_b, c.differs) for c in found] == [
+        (["E1"], ["E2"], "45 euro vs 50 euro"),
+        (["E3"], ["E4"], "2019 vs 2021"),
+    ]
+    assert found[0].claim_b == "Business travel: the daily meal allowance is €50."
+    assert "allowance" in found[0].subject
+
+
+PER_DIEM = {
+    "travel.md": ["The international per diem is 95 dollars per day."],
+    "policy-2024.md": ["The international per diem is 120 dollars per day since March."],
+}
+
+
+def _both_passages(prompt: str) -> str:
+    docs = DOCUMENT.findall(prompt)
+    return " ".join(f"{d.rstrip('.')} [{i}]." for i, d in enumerate(docs[:2], 1))
+
+
+def test_conflicting_sources_are_reported_and_researched_in_a_gap_round() -> None:
+    llm = ScriptedChatModel()
+    _script(llm, plan=[{"title": "Per diem", "question": "What is the international per diem?"}])
+    llm.add_rule("TASK: answer", _both_passages)
+    llm.add_rule("TASK: research-check", json.dumps({"covered": [True, True]}))
+    report, events = _run(llm, corpus=PER_DIEM, max_revisions=1)
+    q = report.quality
+    assert q is not None and len(q.contradictions) == 1
+    c = q.contradictions[0]
+    assert c.differs == "95 dollar vs 120 dollar" and c.found_by == "figures"
+    # The draft passed, but the conflict went to gap analysis: one round searched for it...
+    gaps = [e.gaps for e in events if e.type == "revision"]
+    assert len(gaps) == 1 and "which is right, 95 dollar vs 120 dollar?" in gaps[0][0]
+    # ... and the writer was told about it.
+    assert any("Conflicting sources" in m[-1]["content"] for m in llm.calls("research-write"))
+    md = report.to_markdown()
+    note = md.split("**Conflicting sources:**")[1].split("## Sources")[0]
+    numbers = {int(n) for n in re.findall(r"\[(\d+)\]", note)}
+    assert len(numbers) == 2 and numbers <= {s.n for s in report.sources}
+    assert "95 dollar vs 120 dollar" in note
+    data = report.to_dict()["quality"]["contradictions"]
+    assert {data[0]["evidence_a"][0], data[0]["evidence_b"][0]} == {"E1", "E2"}
+
+
+def test_contradictions_named_by_the_check_are_parsed_tolerantly() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)
+    check = {
+        "covered": [True, True],
+        "contradictions": [
+            "E1 and E2 disagree on who supplies the battery",
+            {"evidence": ["E1", "E99"], "differs": "an id nobody returned"},
+            {"evidence": "E2, E1", "subject": "battery", "differs": "Kestrel vs Lyon"},
+            {"evidence": ["E1", "E2"]},  # no difference named
+            42,
+        ],
+    }
+    llm.add_rule("TASK: research-check", json.dumps(check))
+    report, _ = _run(llm, max_revisions=0)
+    q = report.quality
+    assert q is not None
+    assert [(c.found_by, c.evidence_a + c.evidence_b, c.differs) for c in q.contradictions] == [
+        ("llm", ["E1", "E2"], "E1 and E2 disagree on who supplies the battery"),
+        ("llm", ["E2", "E1"], "Kestrel vs Lyon"),
+    ]
+    assert q.contradictions[0].claim_a  # filled from the finding citing E1
+    assert "Findings:" in llm.calls("research-check")[0][-1]["content"]
+    assert "**Conflicting sources:**" in report.to_markdown()
+
+
 @pytest.mark.parametrize(
     ("expression", "value"), [("(120 - 100) / 100", 0.2), ("1,250 * 2", 2500), ("-2 ** 3", -8)]
 )
@@ -423,12 +562,29 @@ def test_research_command_end_to_end(tmp_path: Path, llm_server: ScriptedLLMServ
     assert "plan 2 section(s): Battery supplier, Lyon office" in res.stderr
     report = json.loads(out.read_text())
     numbers = {s["n"] for s in report["sources"]}
+    evidence_ids = {e["id"] for e in report["evidence"]}
+    assert {s["evidence_id"] for s in report["sources"]} <= evidence_ids
     cited = {int(n) for s in report["sections"] for n in re.findall(r"\[(\d+)\]", s["text"])}
     assert cited and cited <= numbers
     assert report["usage"]["llm_calls"] == len(llm_server.requests)
     assert not report["missing"] and not report["cut_short"]
     empty = CliRunner().invoke(app, ["research", "  "], env=env)
     assert empty.exit_code == 1 and "error: the request is empty" in empty.stderr
+
+
+def test_research_flags_override_env_and_config(tmp_path: Path) -> None:
+    env = {
+        "DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "r.db"),
+        "DEEPSEARCHER_RESEARCH__MAX_SECTIONS": "0",
+        "OPENAI_API_KEY": "",
+    }
+    bad = CliRunner().invoke(app, ["research", "x"], env=env)
+    assert bad.exit_code == 1
+    assert "invalid setting 'research.max_sections' from environment variable" in bad.stderr
+    # The flag wins over the variable: the settings are valid, and the run gets as far as
+    # needing an LLM (none is configured here).
+    ok = CliRunner().invoke(app, ["research", "x", "--max-sections", "2"], env=env)
+    assert ok.exit_code == 1 and "error: research needs an LLM" in ok.stderr, ok.stderr
 
 
 def _server_prompt(req: dict[str, Any]) -> str:

@@ -87,7 +87,7 @@ def assert_traceable(report: Report) -> None:
     assert sorted(numbers) == list(range(1, len(numbers) + 1))
     evidence = {e.id: e for e in report.evidence}
     for source in report.sources:
-        assert evidence[source.evidence_id].source == source.source
+        assert evidence[source.evidence_id] is source.evidence
     for finding in report.findings:
         assert finding.evidence and all(e in evidence for e in finding.evidence)
         if finding.expression is None:

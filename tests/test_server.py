@@ -62,7 +62,7 @@ def test_chat_answers_with_cited_sources(
 
     # Models are the collections; a collection name routes the search to it alone.
     models = [m.id for m in _client(url).models.list().data]
-    assert models == ["deepsearcher", "handbook"]
+    assert models == ["deepsearcher", "deepsearcher-research", "handbook"]
     assert (
         "45 euros"
         in _chat(url, [{"role": "user", "content": QUESTION}], model="handbook")
@@ -236,6 +236,7 @@ def test_api_keys(serve: Serve) -> None:
     assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
     assert [m.id for m in _client(url, "key-two").models.list().data] == [
         "deepsearcher",
+        "deepsearcher-research",
         "handbook",
     ]
     resp = _client(url, "key-one").chat.completions.create(

@@ -40,6 +40,7 @@ SUPPORT = {
     "vpn.txt": "The VPN client must be updated every month.\n",
 }
 SUPPORT_KEY, ADMIN_KEY, READER_KEY, LEGACY_KEY = "sup-key-1", "adm-key-2", "rd-key-3", "old-key"
+MODELS = ["deepsearcher", "deepsearcher-research"]  # on every server, before the collections
 FINANCE_KEY = "fin-key-4"  # may read only a collection that does not exist
 KEYS_YAML = f"""
 keys:
@@ -114,10 +115,10 @@ def _forbidden(resp: httpx.Response, code: str = "collection_forbidden") -> str:
 
 def test_models_list_only_the_readable_collections(site: dict[str, Any]) -> None:
     url = site["url"]
-    assert _models(url, SUPPORT_KEY) == ["deepsearcher", "support"]
-    assert _models(url, READER_KEY) == ["deepsearcher", "support"]  # a glob pattern
-    assert _models(url, ADMIN_KEY) == ["deepsearcher", "hr", "support"]  # by its SHA-256
-    assert _models(url, LEGACY_KEY) == ["deepsearcher", "hr", "support"]  # legacy: everything
+    assert _models(url, SUPPORT_KEY) == [*MODELS, "support"]
+    assert _models(url, READER_KEY) == [*MODELS, "support"]  # a glob pattern
+    assert _models(url, ADMIN_KEY) == [*MODELS, "hr", "support"]  # by its SHA-256
+    assert _models(url, LEGACY_KEY) == [*MODELS, "hr", "support"]  # legacy: everything
     assert httpx.get(f"{url}/v1/models", headers=_h("nope")).status_code == 401
 
 

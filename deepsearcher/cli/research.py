@@ -34,20 +34,32 @@ def research_command(
         Path | None, typer.Option("--out", help="Write the report to this file.")
     ] = None,
     max_sections: Annotated[
-        int, typer.Option("--max-sections", min=1, max=12, help="Sections of the plan.")
-    ] = 4,
+        int | None,
+        typer.Option(
+            "--max-sections", min=1, max=12, help="Sections of the plan [research.max_sections]."
+        ),
+    ] = None,
     max_revisions: Annotated[
-        int, typer.Option("--max-revisions", min=0, max=5, help="Gap-filling rounds.")
-    ] = 1,
+        int | None,
+        typer.Option(
+            "--max-revisions", min=0, max=5, help="Gap-filling rounds [research.max_revisions]."
+        ),
+    ] = None,
     max_llm_calls: Annotated[
         int | None,
         typer.Option(
-            "--max-llm-calls", min=5, help="The run's LLM-call budget (default 4 x query's)."
+            "--max-llm-calls",
+            min=5,
+            help="The run's LLM-call budget [research.max_llm_calls; unset: "
+            "research.budget_factor x query.max_llm_calls].",
         ),
     ] = None,
     concurrency: Annotated[
-        int, typer.Option("--concurrency", min=1, help="Researchers running at once.")
-    ] = 3,
+        int | None,
+        typer.Option(
+            "--concurrency", min=1, help="Researchers running at once [research.max_concurrency]."
+        ),
+    ] = None,
     figures: Annotated[
         bool,
         typer.Option(
@@ -56,14 +68,16 @@ def research_command(
             "every number must appear in the evidence it cites.",
         ),
     ] = False,
-    no_clarify: Annotated[
-        bool,
+    clarify: Annotated[
+        bool | None,
         typer.Option(
-            "--no-clarify",
-            help="Never ask a clarifying question: the brief records the assumption it made "
-            "instead (always so when stdin is not a terminal).",
+            "--clarify/--no-clarify",
+            help="Ask the brief's clarifying question when the request is ambiguous "
+            "[research.clarify]; never when stdin is not a terminal: the brief then records "
+            "the assumption it made.",
+            show_default=False,
         ),
-    ] = False,
+    ] = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = 0,
@@ -77,16 +91,19 @@ def research_command(
                 "the request is empty",
                 'say what to research: deepsearcher research "our exposure to the battery supplier"',
             )
-        settings = make_settings(config)
-        req = ResearchRequest(
-            request,
-            collections=collection or None,
-            max_sections=max_sections,
-            max_revisions=max_revisions,
-            max_llm_calls=max_llm_calls,
-            max_concurrency=concurrency,
-            figures=figures,
+        # Flags go into the settings (config.yaml < env < flags); the request takes its
+        # limits from there.
+        settings = make_settings(
+            config,
+            {
+                "research.max_sections": ("--max-sections", max_sections),
+                "research.max_revisions": ("--max-revisions", max_revisions),
+                "research.max_llm_calls": ("--max-llm-calls", max_llm_calls),
+                "research.max_concurrency": ("--concurrency", concurrency),
+                "research.clarify": ("--clarify", clarify),
+            },
         )
+        req = ResearchRequest(request, collections=collection or None, figures=figures)
         err = err_console()
         with (
             DeepSearcher(settings) as ds,
@@ -107,7 +124,7 @@ def research_command(
                     status.start()
                 return reply.strip() or None
 
-            if not no_clarify and sys.stdin.isatty():
+            if settings.research.clarify and sys.stdin.isatty():
                 req = replace(req, clarify=ask_user)
             report = asyncio.run(run_research(ds, req, on_event=show))
         text = (
@@ -142,7 +159,8 @@ def _stage_line(event: ResearchEvent, verbose: bool) -> str | None:
         q = event.quality
         return (
             f"[bold]check[/] coverage {q.coverage:.0%}, {len(q.uncited_sentences)} uncited, "
-            f"{len(q.weak_citations)} weakly supported"
+            f"{len(q.weak_citations)} weakly supported, "
+            f"{len(q.contradictions)} conflicting source pair(s)"
         )
     if event.type == "revision":
         return f"[bold]revision {event.round}[/] researching: {', '.join(event.gaps)}"

@@ -15,21 +15,26 @@ HYPOTHESIS_STATUSES: tuple[HypothesisStatus, ...] = ("supported", "refuted", "op
 
 @dataclass(frozen=True)
 class ResearchRequest:
-    """One research run. ``None`` budgets derive from ``query.*`` (see ``run.budget_for``)."""
+    """One research run. A ``None`` limit is the ``research.*`` setting's (``run.limits_for``);
+    the budget is ``research.budget_factor`` times one question's unless given."""
 
     request: str
     collections: Sequence[str] | None = None
-    max_sections: int = 4
-    max_revisions: int = 1
-    max_concurrency: int = 3  # researchers in flight at once
+    max_sections: int | None = None
+    max_revisions: int | None = None
+    max_concurrency: int | None = None  # researchers in flight at once
     max_llm_calls: int | None = None  # the whole run's budget, shared by every stage
     max_tokens: int | None = None
     timeout_s: float | None = None
+    budget_name: str | None = None  # names the time limit in a cut-short report
     figures: bool = False  # researchers get the calculator for figures in their evidence
     max_tool_steps: int = 3  # replies of each researcher's tool loop (0: deep search only)
     # Asks the user the brief's clarifying question (an interactive CLI); returns the reply,
     # or None to go on with the assumption. Without it the brief records what it assumed.
     clarify: Callable[[str], Awaitable[str | None]] | None = None
+    # (question, answer) of a clarification asked before this run (the server's chat model
+    # asks in one turn and continues in the next): the brief is written with it, not asked.
+    clarification: tuple[str, str] | None = None
 
 
 @dataclass
@@ -115,32 +120,55 @@ class ReportSection:
 
 
 @dataclass
+class Contradiction:
+    """Two claims from different evidence about the same subject that disagree: ``differs``
+    says how ("45 euro vs 50 euro"). ``found_by`` is "figures" (the structural check: the same
+    key terms with different numbers of one unit, or different dates) or "llm" (the quality
+    check's model)."""
+
+    claim_a: str
+    evidence_a: list[str]
+    claim_b: str
+    evidence_b: list[str]
+    differs: str
+    subject: str = ""
+    found_by: Literal["figures", "llm"] = "figures"
+
+
+@dataclass
 class Quality:
     """The quality check of one draft: coverage of the must-answer questions, sentences
-    without a citation, citations whose passage lacks the sentence's key terms, and the
-    gaps the model named."""
+    without a citation, citations whose passage lacks the sentence's key terms, the gaps the
+    model named, and contradictions between the sources."""
 
     coverage: float = 0.0
     missing_questions: list[str] = field(default_factory=list)
     uncited_sentences: list[str] = field(default_factory=list)
     weak_citations: list[str] = field(default_factory=list)
     gaps: list[str] = field(default_factory=list)
+    contradictions: list[Contradiction] = field(default_factory=list)
     llm_score: float | None = None
     passed: bool = False
 
 
 @dataclass
 class Source:
+    """A numbered source of the report: the ``[n]`` of the text, and the evidence it is.
+    The passage's file, pages and span live once, on the ``Evidence``."""
+
     n: int
-    evidence_id: str
-    label: str
-    source: str
-    page: int | None = None
-    page_end: int | None = None
-    start: int | None = None
-    end: int | None = None
-    collection: str | None = None
-    kind: Literal["doc", "web"] = "doc"
+    evidence: Evidence
+
+    @property
+    def evidence_id(self) -> str:
+        return self.evidence.id
+
+    @property
+    def label(self) -> str:
+        return self.evidence.label
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n, "evidence_id": self.evidence.id, "label": self.label}
 
 
 @dataclass
@@ -166,6 +194,10 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        # A source is its number and evidence id (and label, for display); the passage's
+        # fields appear once, under "evidence", where every evidence id resolves.
+        d["sources"] = [s.to_dict() for s in self.sources]
+        d["evidence"] = [{**asdict(e), "label": e.label} for e in self.evidence]
         d["usage"] = self.usage.to_dict()
         d["seconds"] = round(self.seconds, 3)
         return d
@@ -188,13 +220,29 @@ class Report:
                 statement = h.statement.replace("|", "\\|")
                 lines.append(f"| {statement} | {h.status} | {refs} |")
             lines.append("")
-        if self.open_questions:
+        conflicts = self.quality.contradictions if self.quality else []
+        if self.open_questions or conflicts:
             lines += ["## Open questions / what the documents do not say", ""]
-            lines += [f"- {q}" for q in self.open_questions] + [""]
+            lines += [f"- {q}" for q in self.open_questions]
+            lines += [""] if self.open_questions else []
+        if conflicts:
+            by_id = {s.evidence_id: s.n for s in self.sources}
+
+            def side(claim: str, ids: list[str]) -> str:
+                refs = "".join(f"[{by_id[e]}]" for e in ids if e in by_id)
+                return f"“{claim}” {refs}" if claim else refs
+
+            lines += ["**Conflicting sources:**", ""]
+            lines += [
+                f"- {c.differs}: {side(c.claim_a, c.evidence_a)} vs {side(c.claim_b, c.evidence_b)}"
+                for c in conflicts
+            ]
+            lines.append("")
         if self.sources:
             lines += ["## Sources", ""]
             for src in self.sources:
-                span = f" (chars {src.start}–{src.end})" if src.start is not None else ""
+                ev = src.evidence
+                span = f" (chars {ev.start}–{ev.end})" if ev.start is not None else ""
                 lines.append(f"[{src.n}] {src.label}{span}")
             lines.append("")
         return "\n".join(lines).rstrip() + "\n"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from deepsearcher.agents.parsing import OutputParseError
@@ -104,8 +105,15 @@ def parse_hypotheses(value: Any) -> list[Hypothesis]:
     return out
 
 
-def parse_check(text: str, *, questions: int) -> tuple[list[bool] | None, list[str], float | None]:
-    """``covered`` per question (None when the model gave no usable list), gaps, score."""
+@dataclass
+class CheckReply:
+    covered: list[bool] | None  # per question; None when the model gave no usable list
+    gaps: list[str] = field(default_factory=list)
+    score: float | None = None
+    contradictions: Any = None  # raw: parsed against the known evidence by the run
+
+
+def parse_check(text: str, *, questions: int) -> CheckReply:
     data = json_object(text)
     covered = data.get("covered")
     flags = (
@@ -114,8 +122,9 @@ def parse_check(text: str, *, questions: int) -> tuple[list[bool] | None, list[s
         else None
     )
     score = data.get("score")
-    return (
+    return CheckReply(
         flags,
         _texts(data.get("gaps")),
         float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
+        data.get("contradictions"),
     )

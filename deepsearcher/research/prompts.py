@@ -44,12 +44,18 @@ Evidence:
 
 CHECK = """TASK: research-check
 Check the draft report against the questions it must answer. For each question say whether \
-the draft answers it, and name short search queries for what is missing.
+the draft answers it, and name short search queries for what is missing. Then compare the \
+findings: list every pair whose evidence states different facts about the same subject \
+(figures, dates, names), with both evidence ids and what differs.
 Reply with one JSON object only:
-{{"covered": [true, false], "gaps": ["search query"], "score": 0.0}}
+{{"covered": [true, false], "gaps": ["search query"], "score": 0.0, \
+"contradictions": [{{"evidence": ["E1", "E2"], "subject": "...", "differs": "45 vs 50 euros"}}]}}
 
 Questions:
 {questions}
+
+Findings:
+{findings}
 
 Draft:
 {draft}"""

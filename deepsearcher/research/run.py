@@ -26,6 +26,13 @@ from deepsearcher.errors import BudgetExceeded, DeepSearcherError, LLMError
 from deepsearcher.llm import ChatModel
 from deepsearcher.research import prompts
 from deepsearcher.research.budget import MIN_RESEARCHER_CALLS, WRITE_RESERVE_CALLS
+from deepsearcher.research.contradictions import (
+    conflicts_text,
+    find_contradictions,
+    gap_query,
+    merge_contradictions,
+    parse_contradictions,
+)
 from deepsearcher.research.events import (
     BriefEvent,
     HypothesisEvent,
@@ -39,6 +46,7 @@ from deepsearcher.research.events import (
     RevisionEvent,
 )
 from deepsearcher.research.models import (
+    Contradiction,
     Evidence,
     Finding,
     Hypothesis,
@@ -70,7 +78,6 @@ from deepsearcher.types import Usage
 
 logger = logging.getLogger(__name__)
 
-BUDGET_FACTOR = 4  # a run's default budget: this many times one question's (query.*)
 MAX_EVIDENCE_IN_PROMPT = 40
 EVIDENCE_CHARS = 600
 _EVIDENCE_REF = re.compile(r"\[\s*(E\d+(?:\s*[,;]\s*E\d+)*)\s*\]")
@@ -97,13 +104,37 @@ class Components(Protocol):
     def retriever(self) -> Retriever: ...
 
 
+@dataclass(frozen=True)
+class Limits:
+    """A request's limits with the ``research.*`` settings filled in where it gave none."""
+
+    max_sections: int
+    max_revisions: int
+    max_concurrency: int
+
+
+def limits_for(settings: Settings, request: ResearchRequest) -> Limits:
+    r = settings.research
+
+    def given(value: int | None, default: int) -> int:
+        return default if value is None else value
+
+    return Limits(
+        max_sections=max(1, given(request.max_sections, r.max_sections)),
+        max_revisions=max(0, given(request.max_revisions, r.max_revisions)),
+        max_concurrency=max(1, given(request.max_concurrency, r.max_concurrency)),
+    )
+
+
 def budget_for(settings: Settings, request: ResearchRequest) -> RunContext:
-    """The run's one budget: the request's, else ``BUDGET_FACTOR`` times one question's."""
-    q = settings.query
-    seconds = request.timeout_s or q.timeout_s * BUDGET_FACTOR
-    ctx = RunContext.create(settings, None, seconds, "research time budget")
-    ctx.max_llm_calls = request.max_llm_calls or q.max_llm_calls * BUDGET_FACTOR
-    ctx.max_tokens = request.max_tokens or q.max_tokens * BUDGET_FACTOR
+    """The run's one budget: the request's, else ``research.*``'s, else
+    ``research.budget_factor`` times one question's (``query.*``)."""
+    q, r = settings.query, settings.research
+    factor = r.budget_factor
+    seconds = request.timeout_s or r.timeout_s or q.timeout_s * factor
+    ctx = RunContext.create(settings, None, seconds, request.budget_name or "research time budget")
+    ctx.max_llm_calls = request.max_llm_calls or r.max_llm_calls or int(q.max_llm_calls * factor)
+    ctx.max_tokens = request.max_tokens or r.max_tokens or int(q.max_tokens * factor)
     return ctx
 
 
@@ -116,18 +147,28 @@ class _Run:
     emit: Callable[[ResearchEvent], None]
     web: WebSearchTool | None = None
     ctx: RunContext = field(init=False)
+    limits: Limits = field(init=False)
     report: Report = field(init=False)
     evidence: dict[str, Evidence] = field(default_factory=dict)  # passage key -> E id'd
     findings: list[Finding] = field(default_factory=list)
     hypotheses: list[Hypothesis] = field(default_factory=list)  # the researchers', merged
     results: list[SectionResult] = field(default_factory=list)
     researchers_in_flight: int = 0
+    contradictions: list[Contradiction] = field(default_factory=list)  # told to the writer
+    researched_conflicts: set[frozenset[str]] = field(default_factory=set)
+    conflicts_in_draft: int = 0
     max_researchers_in_flight: int = 0
 
     def __post_init__(self) -> None:
         self.ctx = budget_for(self.settings, self.request)
+        self.limits = limits_for(self.settings, self.request)
         self.ctx.llm = self.llm
         self.report = Report(request=self.request.request)
+
+    def spent(self, exc: Exception) -> None:
+        """A stage refused by the run's budget: the report says it was cut short."""
+        if isinstance(exc, BudgetExceeded):
+            self.ctx.cut_short = self.ctx.cut_short or exc.message
 
     def note(self, message: str) -> None:
         self.ctx.note(message)
@@ -143,22 +184,22 @@ class _Run:
         quality = await self.check(draft, brief, quality)
         self.emit(QualityEvent(quality=quality, round=0))
         rounds = 0
-        while not quality.passed and rounds < self.request.max_revisions:
-            gaps = quality.gaps or quality.missing_questions
+        while rounds < self.limits.max_revisions:
+            gaps = self.gaps_of(quality)
             if not gaps:
                 break
             try:
                 self.ctx.check_budget(WRITE_RESERVE_CALLS + MIN_RESEARCHER_CALLS)
             except BudgetExceeded as exc:
+                self.spent(exc)
                 self.note(f"no revision: {exc.message}")
                 break
             rounds += 1
             self.emit(RevisionEvent(round=rounds, gaps=list(gaps)))
             before = len(self.findings)
-            await self.research(
-                [Subtask(f"Gap: {g}", g) for g in gaps[: self.request.max_sections]]
-            )
-            if len(self.findings) == before:
+            await self.research([Subtask(f"Gap: {g}", g) for g in gaps[: self.limits.max_sections]])
+            untold = len(self.contradictions) > self.conflicts_in_draft
+            if len(self.findings) == before and not untold:
                 self.note("gap research found nothing new; keeping the draft")
                 break
             draft = await self.write(brief)
@@ -169,19 +210,39 @@ class _Run:
         self.emit(ResearchDoneEvent(report=self.report))
         return self.report
 
+    def gaps_of(self, quality: Quality) -> list[str]:
+        """What a revision researches: the check's gaps (or the questions it found
+        unanswered) while the draft fails, and each contradiction not yet researched."""
+        gaps = [] if quality.passed else list(quality.gaps or quality.missing_questions)
+        for c in quality.contradictions:
+            key = frozenset((*c.evidence_a, *c.evidence_b))
+            if key not in self.researched_conflicts:
+                self.researched_conflicts.add(key)
+                gaps.append(gap_query(c))
+        self.contradictions = list(quality.contradictions)
+        return gaps
+
     # -- 1. brief ------------------------------------------------------------------------
 
     async def make_brief(self) -> ResearchBrief:
         request = self.request.request
+        answered = self.request.clarification  # asked in an earlier turn (a chat, an API call)
+        text = request
+        if answered is not None:
+            text = f"{request}\n(Asked: {answered[0]} The user answered: {answered[1]})"
         try:
             brief = await ask(
                 self.ctx,
-                messages_for(prompts.BRIEF.format(request=escape_document(request))),
+                messages_for(prompts.BRIEF.format(request=escape_document(text))),
                 partial(parse_brief, request=request),
             )
         except (LLMError, BudgetExceeded) as exc:
+            self.spent(exc)
             self.note(f"brief failed ({exc.message}); researching the request as asked")
             brief = ResearchBrief(goal=request, must_answer=[request])
+        if answered is not None:
+            brief.question = ""  # one question per run, and it was answered
+            brief.assumptions.insert(0, f"clarified: {answered[0]} -> {answered[1]}")
         if brief.question:
             brief = await self.clarified(brief)
         if not brief.must_answer:
@@ -216,7 +277,7 @@ class _Run:
     # -- 2. plan -------------------------------------------------------------------------
 
     async def make_plan(self, brief: ResearchBrief) -> Plan:
-        max_sections = max(1, self.request.max_sections)
+        max_sections = self.limits.max_sections
         try:
             sections = await ask(
                 self.ctx,
@@ -227,6 +288,7 @@ class _Run:
             )
             plan = Plan(sections)
         except (LLMError, BudgetExceeded) as exc:
+            self.spent(exc)
             message = f"plan failed ({exc.message}); researching one section"
             self.note(message)
             plan = Plan([Subtask(brief.goal, self.request.request, 2)], note=message)
@@ -243,7 +305,7 @@ class _Run:
         return [min(cap, max(0, left) * s.complexity // total) for s in subtasks]
 
     async def research(self, subtasks: Sequence[Subtask]) -> None:
-        gate = asyncio.Semaphore(max(1, self.request.max_concurrency))
+        gate = asyncio.Semaphore(self.limits.max_concurrency)
 
         async def one(subtask: Subtask, budget: int) -> SectionResult:
             if budget < MIN_RESEARCHER_CALLS:
@@ -335,21 +397,7 @@ class _Run:
                 if eid in numbered:
                     continue
                 numbered.add(eid)
-                e = by_id[eid]
-                r.sources.append(
-                    Source(
-                        n=len(r.sources) + 1,
-                        evidence_id=eid,
-                        label=e.label,
-                        source=e.source,
-                        page=e.page,
-                        page_end=e.page_end,
-                        start=e.start,
-                        end=e.end,
-                        collection=e.collection,
-                        kind=e.kind,
-                    )
-                )
+                r.sources.append(Source(len(r.sources) + 1, by_id[eid]))
 
     # -- 4. draft ------------------------------------------------------------------------
 
@@ -360,7 +408,7 @@ class _Run:
         evidence = list(self.evidence.values())[:MAX_EVIDENCE_IN_PROMPT]
         prompt = prompts.WRITE.format(
             brief=_brief_text(brief),
-            findings=_findings_text(self.findings) + _hypotheses_text(self.hypotheses),
+            findings=self.findings_for_writer(),
             evidence="\n\n".join(_render_evidence(e) for e in evidence),
         )
         try:
@@ -370,12 +418,20 @@ class _Run:
             self.note(f"draft failed ({exc.message}); listing the findings as found")
             return _draft_from_findings(brief, self.findings, exc.message)
 
+    def findings_for_writer(self) -> str:
+        self.conflicts_in_draft = len(self.contradictions)
+        text = _findings_text(self.findings) + _hypotheses_text(self.hypotheses)
+        if self.contradictions:  # the writer says the sources disagree, not which one to trust
+            text += "\n" + conflicts_text(self.contradictions)
+        return text
+
     # -- 5. quality check ----------------------------------------------------------------
 
     def check_structure(self, draft: dict[str, Any], brief: ResearchBrief) -> Quality:
-        """The cheap checks: sentences without a citation, and citations whose passages do
-        not contain the sentence's key terms."""
+        """The cheap checks: sentences without a citation, citations whose passages do not
+        contain the sentence's key terms, and figures or dates the sources disagree on."""
         quality = Quality()
+        quality.contradictions = find_contradictions(self.findings, list(self.evidence.values()))
         for section in _draft_sections(draft):
             for sentence in _sentences(section.text):
                 ids = _cited_ids(sentence)
@@ -398,17 +454,21 @@ class _Run:
         covered: list[bool] | None = None
         if self.findings:
             try:
-                covered, gaps, score = await ask(
+                reply = await ask(
                     self.ctx,
                     messages_for(
                         prompts.CHECK.format(
                             questions="\n".join(f"{i}. {q}" for i, q in enumerate(questions, 1)),
+                            findings=_findings_text(self.findings)[:6000],
                             draft=escape_document(text[:8000]),
                         )
                     ),
                     partial(parse_check, questions=len(questions)),
                 )
-                quality.gaps, quality.llm_score = gaps, score
+                covered, quality.gaps, quality.llm_score = reply.covered, reply.gaps, reply.score
+                known = [e.id for e in self.evidence.values()]
+                said = parse_contradictions(reply.contradictions, self.findings, known)
+                quality.contradictions = merge_contradictions(quality.contradictions, said)
             except (LLMError, BudgetExceeded) as exc:
                 self.note(f"quality check failed ({exc.message}); using the structural check")
         if covered is None:  # the structural stand-in: most of a question's terms appear
@@ -471,22 +531,14 @@ class _Run:
                 numbers.setdefault(eid, len(numbers) + 1)
             r.hypotheses.append(Hypothesis(h.statement, h.status, known))
             self.emit(HypothesisEvent(hypothesis=r.hypotheses[-1]))
+        for c in quality.contradictions:  # both sides of a conflict are listed as sources
+            for eid in (*c.evidence_a, *c.evidence_b):
+                if eid in by_id:
+                    numbers.setdefault(eid, len(numbers) + 1)
         if dropped:
             self.note(f"removed {dropped} citation(s) of evidence ids no researcher returned")
         r.sources = [
-            Source(
-                n=n,
-                evidence_id=eid,
-                label=by_id[eid].label,
-                source=by_id[eid].source,
-                page=by_id[eid].page,
-                page_end=by_id[eid].page_end,
-                start=by_id[eid].start,
-                end=by_id[eid].end,
-                collection=by_id[eid].collection,
-                kind=by_id[eid].kind,
-            )
-            for eid, n in sorted(numbers.items(), key=lambda kv: kv[1])
+            Source(n, by_id[eid]) for eid, n in sorted(numbers.items(), key=lambda kv: kv[1])
         ]
         r.brief, r.plan, r.quality, r.revisions = brief, plan, quality, rounds
         r.evidence = list(self.evidence.values())

@@ -62,6 +62,7 @@ from deepsearcher.server.openai_api import (
 )
 from deepsearcher.server.page import PAGE_PATHS, page_routes
 from deepsearcher.server.public import PublicView, common_root
+from deepsearcher.server.research import RESEARCH_MODEL, research_chat, research_routes
 from deepsearcher.server.stream import EventPump, EventStreamResponse
 from deepsearcher.store import validate_collection_name
 from deepsearcher.types import (
@@ -117,19 +118,25 @@ class _Service:
 
     async def public_answer(self, answer: Answer) -> Answer:
         """The answer with source paths relative to a root the client knows of."""
-        self.loads.loaded.clear()  # the versions below tell this server's loads apart too
-        names = sorted({s.collection for s in answer.sources if s.kind == "doc"})
-        if names:
-            store = self.searcher.store
-            versions = await asyncio.to_thread(store.collection_versions, names)
-            for name in names:
-                version = versions.get(name, "")
-                known = self._roots.get(name)
-                # "" is a collection from before versions: it cannot say it changed.
-                if known is None or not version or known[0] != version:
-                    records = await asyncio.to_thread(store.manifest.file_records, name)
-                    self._roots[name] = (version, common_root(records))
+        await self.learn_roots({s.collection for s in answer.sources if s.kind == "doc"})
         return self.view.answer(answer)
+
+    async def learn_roots(self, collections: set[str | None]) -> None:
+        """The common folder of each collection's files, which ``view`` shows paths under,
+        re-read whenever the collection's version in the store moved (a load by any process)."""
+        self.loads.loaded.clear()  # the versions below tell this server's loads apart too
+        names = sorted(c for c in collections if c)
+        if not names:
+            return
+        store = self.searcher.store
+        versions = await asyncio.to_thread(store.collection_versions, names)
+        for name in names:
+            version = versions.get(name, "")
+            known = self._roots.get(name)
+            # "" is a collection from before versions: it cannot say it changed.
+            if known is None or not version or known[0] != version:
+                records = await asyncio.to_thread(store.manifest.file_records, name)
+                self._roots[name] = (version, common_root(records))
 
     async def public_event(self, event: Event) -> Event:
         if isinstance(event, DoneEvent) and event.answer is not None:
@@ -396,6 +403,7 @@ def create_app(
     _answer_errors(app, svc.view.text)
     _add_middleware(app, settings.server, api_keys)
     app.include_router(_search_routes(svc))
+    app.include_router(research_routes(svc))
     app.include_router(_load_routes(svc))
     app.include_router(_health_routes(svc))
     app.include_router(page_routes(settings.server, keys_required=bool(api_keys)))
@@ -466,6 +474,8 @@ def _search_routes(svc: _Service) -> APIRouter:
     @router.post("/v1/chat/completions")
     async def chat_completions(request: Request) -> Response:
         req: ChatRequest = parse_body(await request.body(), ChatRequest)
+        if req.model == RESEARCH_MODEL:
+            return await research_chat(svc, request, req)
         question, history = req.question_and_history(svc.server.max_question_chars)
         options = req.options()
         if req.model and req.model != DEFAULT_MODEL:
@@ -483,9 +493,12 @@ def _search_routes(svc: _Service) -> APIRouter:
         access = access_of(request.scope)
         infos = await asyncio.to_thread(svc.searcher.collections)
         everything = "every collection" if access.reads_all else "every collection this key reads"
-        data = [_model(DEFAULT_MODEL, f"searches {everything}")]
+        data = [
+            _model(DEFAULT_MODEL, f"searches {everything}"),
+            _model(RESEARCH_MODEL, f"writes a cited research report over {everything}"),
+        ]
         for info in infos:
-            if info.name != DEFAULT_MODEL and access.readable(info.name):
+            if info.name not in (DEFAULT_MODEL, RESEARCH_MODEL) and access.readable(info.name):
                 description = info.meta.description if info.meta else ""
                 data.append(
                     {**_model(info.name, description), "chunks": info.rows, "files": info.files}
