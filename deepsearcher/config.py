@@ -294,6 +294,21 @@ class ResearchSettings(_Section):
         "front end can ask (a terminal, a chat client of the deepsearcher-research model); "
         "false: the brief records the assumption it made instead.",
     )
+    max_tool_steps: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Replies of each researcher's tool loop after its deep search (search, "
+        "web_search/fetch with web on, calculator with figures on, think, findings); 0: the "
+        "deep search only.",
+    )
+    max_hypotheses: int = Field(
+        2,
+        ge=0,
+        le=6,
+        description="Hypotheses each researcher tests, searching for evidence for and against "
+        "each (2 searches and 1 LLM call apiece).",
+    )
 
 
 class ServerSettings(_Section):

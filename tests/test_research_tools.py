@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from deepsearcher.config import LLMSettings
+from deepsearcher.config import LLMSettings, Settings
 from deepsearcher.errors import LLMError
 from deepsearcher.llm import OpenAIChatModel, ToolCall
 from deepsearcher.research import Report, ResearchRequest, stream_research
 from deepsearcher.research.events import ResearchEvent
-from deepsearcher.research.researcher import MAX_HYPOTHESES, parse_verdict
+from deepsearcher.research.researcher import parse_verdict
 from deepsearcher.retrieval import Retriever
 from deepsearcher.tools import WebSearchTool, build_web_search_or_unavailable
 from tests.llm_server import ScriptedLLMServer, ToolCallsReply
@@ -297,7 +297,7 @@ def test_hypotheses_are_tested_for_and_against_and_reach_the_report() -> None:
     assert statuses["Kestrel Energy supplies the NR-7 battery"] == "supported"
     assert statuses["The Lyon office has four hundred employees"] == "refuted"
     assert "A third hypothesis is never tested" not in statuses
-    assert len(llm.calls("research-hypothesis")) == MAX_HYPOTHESES
+    assert len(llm.calls("research-hypothesis")) == Settings().research.max_hypotheses
     assert "researcher 'Battery supplier': 1 hypothesis(es) beyond 2 not tested" in report.notes
     evidence = {e.id: e.text for e in report.evidence}
     kestrel = next(h for h in report.hypotheses if "Kestrel" in h.statement)
@@ -307,6 +307,7 @@ def test_hypotheses_are_tested_for_and_against_and_reach_the_report() -> None:
     # Each judge call saw the passages found for and against the statement.
     prompt = llm.calls("research-hypothesis")[1][1]["content"]
     assert "Passages found for it:" in prompt and "forty employees" in prompt
+
     # The hypotheses table cites resolving sources.
     md = report.to_markdown()
     row = next(line for line in md.splitlines() if line.startswith("| The Lyon office"))
@@ -318,6 +319,21 @@ def test_hypotheses_are_tested_for_and_against_and_reach_the_report() -> None:
         (e.hypothesis.status, e.section) for e in events if e.type == "hypothesis" and e.hypothesis
     ]
     assert ("supported", "Battery supplier") in seen and ("refuted", "Battery supplier") in seen
+
+
+def test_the_hypotheses_setting_bounds_what_each_researcher_tests() -> None:
+    llm = ScriptedChatModel()
+    _script(llm, plan=BATTERY)
+    llm.add_rule(
+        "TASK: research-tools",
+        lambda p: _call("findings", findings=[], hypotheses=HYPOTHESES),
+    )
+    llm.add_rule("TASK: research-hypothesis", _judge)
+    settings = _settings()
+    settings.research.max_hypotheses = 1
+    report, _ = _run(llm, settings)
+    assert len(llm.calls("research-hypothesis")) == 1
+    assert "researcher 'Battery supplier': 2 hypothesis(es) beyond 1 not tested" in report.notes
 
 
 def test_a_verdict_without_its_passages_leaves_the_hypothesis_open() -> None:

@@ -20,7 +20,7 @@ from deepsearcher.cli.console import err_console, reported_errors
 from deepsearcher.cli.logs import setup_logging
 from deepsearcher.cli.options import ConfigOpt, JsonOpt, VerboseOpt, make_settings
 from deepsearcher.errors import DeepSearcherError
-from deepsearcher.research import ResearchEvent, ResearchRequest, run_research
+from deepsearcher.research import ResearchEvent, ResearchRequest
 from deepsearcher.searcher import DeepSearcher
 
 
@@ -68,6 +68,15 @@ def research_command(
             "every number must appear in the evidence it cites.",
         ),
     ] = False,
+    web: Annotated[
+        bool | None,
+        typer.Option(
+            "--web/--no-web",
+            help="Researchers may also search the web and fetch the pages found "
+            "[web_search.enabled].",
+            show_default=False,
+        ),
+    ] = None,
     clarify: Annotated[
         bool | None,
         typer.Option(
@@ -126,7 +135,7 @@ def research_command(
 
             if settings.research.clarify and sys.stdin.isatty():
                 req = replace(req, clarify=ask_user)
-            report = asyncio.run(run_research(ds, req, on_event=show))
+            report = asyncio.run(ds.aresearch(req, web=web, on_event=show))
         text = (
             json.dumps(report.to_dict(), ensure_ascii=False, indent=2)
             if as_json

@@ -28,7 +28,8 @@ class ResearchRequest:
     timeout_s: float | None = None
     budget_name: str | None = None  # names the time limit in a cut-short report
     figures: bool = False  # researchers get the calculator for figures in their evidence
-    max_tool_steps: int = 3  # replies of each researcher's tool loop (0: deep search only)
+    max_tool_steps: int | None = None  # replies of each researcher's tool loop (0: none)
+    max_hypotheses: int | None = None  # hypotheses each researcher tests for and against
     # Asks the user the brief's clarifying question (an interactive CLI); returns the reply,
     # or None to go on with the assumption. Without it the brief records what it assumed.
     clarify: Callable[[str], Awaitable[str | None]] | None = None

@@ -3,14 +3,14 @@ tools, then its hypotheses tested for and against.
 
 1. The existing ``DeepSearchAgent`` loop answers the subtask; each cited sentence becomes a
    finding (no extra call).
-2. At most ``ResearchRequest.max_tool_steps`` replies of a tool loop: private ``search``,
+2. At most ``research.max_tool_steps`` replies of a tool loop: private ``search``,
    ``web_search`` and ``fetch`` (with a web tool), the evidence-bound ``calculator`` (when the
    request asks for figures), ``think``, and a final ``findings`` call with structured findings
    and hypotheses. Calls are native (``tools=`` schemas) or JSON in the reply; an unknown tool
    or bad arguments go back to the model as an error result. The model sees short evidence ids
    (E1, E2...); the ``SectionResult`` carries passage keys that ``_Run.merge`` maps to the
    run's ids.
-3. Up to ``MAX_HYPOTHESES`` hypotheses: two searches each (the statement, and a query for
+3. Up to ``research.max_hypotheses`` hypotheses: two searches each (the statement, and a query for
    evidence against it) and one verdict call: supported, refuted or open, with evidence ids.
 
 Every call goes through ``SharedBudgetModel`` (the run's one budget) and stays within the
@@ -80,7 +80,6 @@ from deepsearcher.types import Answer, Hit
 
 logger = logging.getLogger(__name__)
 
-MAX_HYPOTHESES = 2  # tested per researcher: 2 searches and 1 verdict call each
 SEARCH_TOP_K = 4  # passages per search tool call
 HYPOTHESIS_TOP_K = 3  # passages per side of a hypothesis
 PROMPT_EVIDENCE_CHARS = 400
@@ -104,6 +103,8 @@ class ResearcherDeps:
     ctx: RunContext
     emit: Callable[[ResearchEvent], None]
     web: WebSearchTool | None = None
+    max_tool_steps: int = 3  # the run's limits (research.* unless the request set them)
+    max_hypotheses: int = 2  # each costs 2 searches and 1 verdict call
 
 
 @dataclass
@@ -136,7 +137,7 @@ class Researcher:
         self.deps.emit(ResearchNoteEvent(message=message))
 
     async def research(self) -> SectionResult:
-        extra = self.deps.request.max_tool_steps + MAX_HYPOTHESES
+        extra = self.deps.max_tool_steps + self.deps.max_hypotheses
         # The deep search leaves the tools their calls only when that still leaves it enough.
         reserve = extra if self.budget - extra >= 2 * MIN_RESEARCHER_CALLS else 0
         answer = await self.deep_search(self.budget - reserve)
@@ -151,15 +152,15 @@ class Researcher:
             self.addpassage_evidence(ev)
         self.findings = findings
         self.left = self.budget - answer.usage.llm_calls
-        if self.deps.request.max_tool_steps > 0:
+        if self.deps.max_tool_steps > 0:
             await self.use_tools()
-        if len(self.proposed) > MAX_HYPOTHESES:
-            dropped = len(self.proposed) - MAX_HYPOTHESES
+        if len(self.proposed) > self.deps.max_hypotheses:
+            dropped = len(self.proposed) - self.deps.max_hypotheses
             self.note(
                 f"researcher '{self.title}': {dropped} hypothesis(es) beyond "
-                f"{MAX_HYPOTHESES} not tested"
+                f"{self.deps.max_hypotheses} not tested"
             )
-        for statement, against in self.proposed[:MAX_HYPOTHESES]:
+        for statement, against in self.proposed[: self.deps.max_hypotheses]:
             await self.test_hypothesis(statement, against)
         result.calls += self.calls
         result.findings, result.hypotheses = self.findings, self.hypotheses
@@ -293,7 +294,7 @@ class Researcher:
     async def use_tools(self) -> None:
         """At most ``max_tool_steps`` replies; each may call one tool (JSON) or several
         (native). Ends at the ``findings`` call, a reply without a call, or the bound."""
-        steps = self.deps.request.max_tool_steps
+        steps = self.deps.max_tool_steps
         registry = self.registry()
         schemas = registry.schemas()
         messages = messages_for(
@@ -301,7 +302,7 @@ class Researcher:
                 question=escape_document(self.subtask.question),
                 tools=registry.describe(),
                 steps=steps,
-                max_hypotheses=MAX_HYPOTHESES,
+                max_hypotheses=self.deps.max_hypotheses,
                 findings=self.findings_text(),
                 evidence="\n\n".join(self.render(k) for k in self.evidence) or "(none)",
             )

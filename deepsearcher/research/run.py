@@ -111,6 +111,8 @@ class Limits:
     max_sections: int
     max_revisions: int
     max_concurrency: int
+    max_tool_steps: int
+    max_hypotheses: int
 
 
 def limits_for(settings: Settings, request: ResearchRequest) -> Limits:
@@ -123,6 +125,8 @@ def limits_for(settings: Settings, request: ResearchRequest) -> Limits:
         max_sections=max(1, given(request.max_sections, r.max_sections)),
         max_revisions=max(0, given(request.max_revisions, r.max_revisions)),
         max_concurrency=max(1, given(request.max_concurrency, r.max_concurrency)),
+        max_tool_steps=max(0, given(request.max_tool_steps, r.max_tool_steps)),
+        max_hypotheses=max(0, given(request.max_hypotheses, r.max_hypotheses)),
     )
 
 
@@ -352,7 +356,15 @@ class _Run:
 
     async def _researcher(self, subtask: Subtask, budget: int) -> SectionResult:
         tools = ResearcherDeps(
-            self.settings, self.llm, self.retriever, self.request, self.ctx, self.emit, self.web
+            self.settings,
+            self.llm,
+            self.retriever,
+            self.request,
+            self.ctx,
+            self.emit,
+            self.web,
+            max_tool_steps=self.limits.max_tool_steps,
+            max_hypotheses=self.limits.max_hypotheses,
         )
         return await Researcher(tools, subtask, budget).research()
 
