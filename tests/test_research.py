@@ -602,3 +602,33 @@ def test_research_help_and_readme() -> None:
     assert not re.search(r"--verbose\s+(-v\s+)?<int>", res.output)
     readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
     assert "deepsearcher research" in readme and "## Research reports (preview)" in readme
+
+
+def test_live_view_shows_tool_calls_and_hypotheses_and_prints_model_text_literally() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from deepsearcher.cli.research import _stage_line
+    from deepsearcher.research.events import HypothesisEvent, ResearchNoteEvent, ToolCallEvent
+    from deepsearcher.research.models import Hypothesis
+
+    call = ToolCallEvent(
+        tool="search", arguments={"query": "[/bold] NR-7"}, result="2 passages", section="S"
+    )
+    assert _stage_line(call, verbose=False) is None
+    lines = [
+        _stage_line(call, verbose=True),
+        _stage_line(
+            HypothesisEvent(hypothesis=Hypothesis("[red]x[/] holds", "refuted", [])), False
+        ),
+        _stage_line(ResearchNoteEvent(message="model said [/] here"), False),
+    ]
+    out = StringIO()
+    console = Console(file=out, width=200)
+    for line in lines:
+        assert line is not None
+        console.print(line)  # a markup error here would be a crash of the live view
+    text = out.getvalue()
+    assert '"[/bold] NR-7"' in text and "2 passages" in text
+    assert "refuted: [red]x[/] holds" in text and "model said [/] here" in text

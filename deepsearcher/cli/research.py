@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from deepsearcher.cli.console import err_console, reported_errors
 from deepsearcher.cli.logs import setup_logging
@@ -150,20 +151,36 @@ def research_command(
 
 
 def _stage_line(event: ResearchEvent, verbose: bool) -> str | None:
+    # Goals, titles, tool arguments and notes come from the model: escaped, so a "[" in them
+    # is shown as text rather than read as Rich markup.
     if event.type == "brief" and event.brief is not None:
-        return f"[bold]brief[/] {event.brief.goal} ({len(event.brief.must_answer)} question(s))"
+        goal = escape(event.brief.goal)
+        return f"[bold]brief[/] {goal} ({len(event.brief.must_answer)} question(s))"
     if event.type == "plan" and event.plan is not None:
-        titles = ", ".join(s.title for s in event.plan.sections)
+        titles = escape(", ".join(s.title for s in event.plan.sections))
         return f"[bold]plan[/] {len(event.plan.sections)} section(s): {titles}"
     if event.type == "researcher_started":
-        return f"  [cyan]→[/] {event.section} (budget {event.budget} calls)" if verbose else None
+        if not verbose:
+            return None
+        return f"  [cyan]→[/] {escape(event.section)} (budget {event.budget} calls)"
     if event.type == "researcher_finished":
         if event.error:
-            return f"  [red]✗[/] {event.section}: {event.error}"
-        cut = f", cut short: {event.cut_short}" if event.cut_short else ""
+            return f"  [red]✗[/] {escape(event.section)}: {escape(event.error)}"
+        cut = f", cut short: {escape(event.cut_short)}" if event.cut_short else ""
         return (
-            f"  [green]✓[/] {event.section}: {event.findings} finding(s), {event.calls} calls{cut}"
+            f"  [green]✓[/] {escape(event.section)}: {event.findings} finding(s), "
+            f"{event.calls} calls{cut}"
         )
+    if event.type == "tool_call":
+        if not verbose:
+            return None
+        mark = "[red]✗[/]" if event.error else "[dim]·[/]"
+        args = escape(json.dumps(event.arguments, ensure_ascii=False)[:120])
+        result = escape(" ".join(event.result.split())[:120])
+        return f"    {mark} {escape(event.section or '')} {escape(event.tool)} {args} → {result}"
+    if event.type == "hypothesis" and event.hypothesis is not None:
+        h = event.hypothesis
+        return f"  [magenta]hypothesis[/] {h.status}: {escape(h.statement)}"
     if event.type == "quality" and event.quality is not None:
         q = event.quality
         return (
@@ -172,9 +189,9 @@ def _stage_line(event: ResearchEvent, verbose: bool) -> str | None:
             f"{len(q.contradictions)} conflicting source pair(s)"
         )
     if event.type == "revision":
-        return f"[bold]revision {event.round}[/] researching: {', '.join(event.gaps)}"
+        return f"[bold]revision {event.round}[/] researching: {escape(', '.join(event.gaps))}"
     if event.type == "note":
-        return f"[yellow]note:[/] {event.message}"
+        return f"[yellow]note:[/] {escape(event.message)}"
     return None
 
 
