@@ -6,8 +6,10 @@ requests back, so a test sees from outside when a loader holds the lease mid-loa
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -22,9 +24,12 @@ from typing import Any
 
 import pytest
 
-from deepsearcher.config import load_settings
+from deepsearcher.config import LoadingSettings, Settings, load_settings
+from deepsearcher.errors import LoadLeaseLostError
+from deepsearcher.ingest import Ingestor
+from deepsearcher.load_lease import acquire_load_lease
 from deepsearcher.searcher import DeepSearcher
-from deepsearcher.store import MilvusLoadLeases, MilvusStore
+from deepsearcher.store import LeaseClaim, LocalLoadLeases, MilvusLoadLeases, MilvusStore
 from deepsearcher.store._client import MilvusConnection
 from tests.memory_index import WordHashEmbedder
 from tests.milvus_server import running_milvus_server
@@ -381,3 +386,184 @@ def test_a_loader_killed_mid_load_is_taken_over_after_its_lease_lapses(
     assert report is not None and f"pid {pid}" in err
     clean_load("killed_clean", docs)
     _assert_like_clean_load(server_uri, "killed", "killed_clean")
+
+
+# -- the acquisition protocol, contender by contender -------------------------------------------
+
+_FAST = LoadingSettings(lease_ttl_s=2, lease_settle_s=0.3)
+
+
+def _connection(server_uri: str) -> MilvusConnection:
+    return MilvusConnection(
+        load_settings(overrides={"vector_store": {"uri": server_uri}}, environ={}).vector_store
+    )
+
+
+def test_contending_loaders_hold_the_lease_one_at_a_time(server_uri: str) -> None:
+    held: list[tuple[float, float]] = []
+    barrier = threading.Barrier(4)
+
+    def contender() -> None:
+        conn = _connection(server_uri)
+        try:
+            barrier.wait()
+            lease = asyncio.run(acquire_load_lease(MilvusLoadLeases(conn), "contended", _FAST))
+            start = time.monotonic()
+            lease.verify()
+            time.sleep(0.2)  # a load's work, while the others wait
+            lease.verify()
+            held.append((start, time.monotonic()))
+            lease.release()
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=contender) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(held) == 4  # every contender got its turn
+    held.sort()
+    assert all(end <= nxt for (_, end), (nxt, _) in itertools.pairwise(held))
+
+
+class _LateClaim(MilvusLoadLeases):
+    """A contender whose claim write lands late: it takes its claim time, signals ``stamped``,
+    then ``delay()`` runs before the write (a slow network, a paused process)."""
+
+    def __init__(self, conn: MilvusConnection, delay: Any) -> None:
+        super().__init__(conn)
+        self.stamped = threading.Event()
+        self._delay = delay
+
+    def _put(self, collection: str, claim: LeaseClaim) -> None:
+        if not self.stamped.is_set():
+            self.stamped.set()
+            self._delay()
+        super()._put(collection, claim)
+
+
+def _race(server_uri: str, collection: str, settle_s: float, late_by: Any) -> list[str]:
+    """A late-written earlier claim against a prompt later one: who believes it holds."""
+    conns = [_connection(server_uri), _connection(server_uri)]
+    prompt_done = threading.Event()
+    late = _LateClaim(conns[0], lambda: late_by(prompt_done))
+    prompt = MilvusLoadLeases(conns[1])
+    won: list[str] = []
+
+    def run(leases: MilvusLoadLeases, owner: str) -> None:
+        if leases is prompt:
+            late.stamped.wait(30)
+        got = leases.try_acquire(collection, owner, 10, settle_s)
+        if got is not None and got.owner == owner:
+            won.append(owner)
+        if leases is prompt:
+            prompt_done.set()
+
+    try:
+        threads = [
+            threading.Thread(target=run, args=(late, "late")),
+            threading.Thread(target=run, args=(prompt, "prompt")),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        return won
+    finally:
+        for conn in conns:
+            conn.close()
+
+
+def test_the_settle_delay_lets_an_earlier_claim_written_late_win_alone(server_uri: str) -> None:
+    # The late claim's write takes 0.3 s (< the 1 s settle): the prompt contender, which found
+    # itself alone at first, sees the earlier claim when it checks again and stands down.
+    won = _race(server_uri, "settled", 1.0, lambda _done: time.sleep(0.3))
+    assert won == ["late"]
+
+
+def test_without_a_settle_delay_a_late_claim_write_makes_two_holders(server_uri: str) -> None:
+    # Why the settle delay exists: with none, the prompt contender believes it holds the lease
+    # before the earlier claim lands, and the late one believes so too once it does.
+    won = _race(server_uri, "unsettled", 0.0, lambda done: done.wait(30))
+    assert sorted(won) == ["late", "prompt"]
+
+
+class _Frozen(MilvusLoadLeases):
+    """A holder whose renewals hang until ``thaw`` (a paused process, a partitioned host)."""
+
+    def __init__(self, conn: MilvusConnection) -> None:
+        super().__init__(conn)
+        self.thaw = threading.Event()
+
+    def renew(self, *args: Any, **kwargs: Any) -> LeaseClaim | None:
+        self.thaw.wait(60)
+        return super().renew(*args, **kwargs)
+
+
+def test_a_holder_that_missed_its_renewals_stops_and_cannot_take_the_lease_back(
+    server_uri: str,
+) -> None:
+    conn_a, conn_b = _connection(server_uri), _connection(server_uri)
+    frozen = _Frozen(conn_a)
+    try:
+        first = asyncio.run(acquire_load_lease(frozen, "lapsed", _FAST))
+        first.verify()
+        waited: list[LeaseClaim] = []
+        # Waits until the first claim lapses (its renewals hang), then takes over.
+        second = asyncio.run(
+            acquire_load_lease(MilvusLoadLeases(conn_b), "lapsed", _FAST, waited.append)
+        )
+        assert [c.owner for c in waited] == [first.claim.owner]
+        with pytest.raises(LoadLeaseLostError):
+            first.check()
+        with pytest.raises(LoadLeaseLostError):
+            first.verify()
+        frozen.thaw.set()  # the late renewal must not revive the lapsed claim
+        first.release()
+        holder = MilvusLoadLeases(conn_b).holder("lapsed")
+        assert holder is not None and holder.owner == second.claim.owner
+        second.verify()
+        second.release()
+        assert MilvusLoadLeases(conn_b).holder("lapsed") is None
+    finally:
+        frozen.thaw.set()
+        conn_a.close()
+        conn_b.close()
+
+
+# -- in one process (a Milvus Lite file) ---------------------------------------------------------
+
+
+def test_two_loads_in_one_process_take_turns(tmp_path: Path, make_searcher: Any) -> None:
+    docs = tmp_path / "docs"
+    _write_corpus(docs, ["a.txt", "b.txt"])
+    ds = make_searcher(embedder=WordHashEmbedder())
+    _ = ds.store  # opened once, before the two loads ask for it
+
+    async def both() -> list[Any]:
+        return list(await asyncio.gather(ds.aload(docs, "turns"), ds.aload(docs, "turns")))
+
+    reports = asyncio.run(both())
+    assert sorted(r.files_new for r in reports) == [0, 2]
+    assert sorted(r.files_unchanged for r in reports) == [0, 2]
+
+
+class _Taken(LocalLoadLeases):
+    """Leases where, as far as the store can tell, another loader took over."""
+
+    def holder(self, collection: str) -> LeaseClaim | None:
+        return LeaseClaim("elsewhere:42:beef", 0.0, float("inf"))
+
+
+def test_a_load_that_lost_its_lease_records_nothing(tmp_path: Path, settings: Settings) -> None:
+    docs = tmp_path / "docs"
+    _write_corpus(docs, ["a.txt", "b.txt"])
+    store = MilvusStore(settings.vector_store)
+    try:
+        ingestor = Ingestor(settings, store, WordHashEmbedder, leases=_Taken())
+        with pytest.raises(LoadLeaseLostError, match="held by elsewhere pid 42"):
+            asyncio.run(ingestor.aload([docs], "taken"))
+        assert store.manifest.file_records("taken") == {}
+    finally:
+        store.close()
