@@ -291,6 +291,7 @@ def _wait_for(condition: Any, timeout: float = 60, what: str = "condition") -> N
 # -- real loader processes ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_loads_of_one_folder_end_like_one_clean_load(
     tmp_path: Path, server_uri: str, start_load: Any, clean_load: Any, embed: _Embeddings
 ) -> None:
@@ -309,6 +310,7 @@ def test_two_loads_of_one_folder_end_like_one_clean_load(
     _assert_like_clean_load(server_uri, "same", "same_clean")
 
 
+@pytest.mark.slow
 def test_loads_of_overlapping_folders_end_like_one_clean_load(
     tmp_path: Path, server_uri: str, start_load: Any, clean_load: Any, embed: _Embeddings
 ) -> None:
@@ -323,6 +325,7 @@ def test_loads_of_overlapping_folders_end_like_one_clean_load(
     _assert_like_clean_load(server_uri, "overlap", "overlap_clean")
 
 
+@pytest.mark.slow
 def test_a_file_edited_during_a_load_ends_with_only_its_new_chunks(
     tmp_path: Path, server_uri: str, start_load: Any, clean_load: Any, embed: _Embeddings
 ) -> None:
@@ -356,6 +359,7 @@ def test_a_file_edited_during_a_load_ends_with_only_its_new_chunks(
     assert texts and not any("(v1)" in t for t in texts)
 
 
+@pytest.mark.slow
 def test_a_loader_killed_mid_load_is_taken_over_after_its_lease_lapses(
     tmp_path: Path, server_uri: str, start_load: Any, clean_load: Any, embed: _Embeddings
 ) -> None:
