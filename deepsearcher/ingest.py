@@ -163,8 +163,9 @@ class Ingestor:
                 self._lease = None
 
     def _waiting(self, collection: str, holder: LeaseClaim) -> None:
-        message = describe_holder(collection, holder) + "; waiting"
-        logger.log(logging.DEBUG if self._has_listener else logging.WARNING, "%s", message)
+        message = describe_holder(collection, holder)
+        # As for skipped files: a progress display shows it, otherwise the log does.
+        logger.log(logging.DEBUG if self._has_listener else logging.WARNING, "%s; waiting", message)
         self._emit("waiting", message=message)
 
     def check_lease(self) -> None:

@@ -182,7 +182,7 @@ class Loader:
         out = self.proc.stdout.read()
         code = self.proc.wait(timeout=timeout)
         self._reader.join(timeout)
-        report = json.loads(out) if code == 0 and out.strip() else None
+        report = json.loads(out) if code == 0 and out.startswith("{") else None
         return code, report, "".join(self.lines)
 
 
@@ -247,7 +247,7 @@ def _store(server_uri: str) -> MilvusStore:
 
 def _snapshot(
     server_uri: str, collection: str
-) -> tuple[set[tuple[str, ...]], set[tuple[Any, ...]]]:
+) -> tuple[set[tuple[Any, ...]], set[tuple[Any, ...]]]:
     """The collection's chunks (id, source, content hash, text) and manifest records."""
     store = _store(server_uri)
     try:
@@ -345,9 +345,10 @@ def test_a_file_edited_during_a_load_ends_with_only_its_new_chunks(
 
     edited = files[-1]
     _write_corpus(docs, [edited.name], version="v2")  # same name, new content
-    second = start_load("edit", docs)
+    second = start_load("edit", docs, args=())  # with its progress display
     # The second loader says whom it waits for (and loads nothing meanwhile).
-    second.wait_for_line(f"pid {first.proc.pid}")
+    second.wait_for_line("waiting: collection 'edit' is being loaded by")
+    assert f"pid {first.proc.pid}" in "".join(second.lines)
     embed.release()
     results = [loader.finish() for loader in (first, second)]
     assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]

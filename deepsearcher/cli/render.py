@@ -60,7 +60,7 @@ class LoadProgressView:
             prog.__enter__()
             self._started = True
         if p.stage == "waiting":
-            prog.console.print(f"[yellow]waiting[/] {p.message}", highlight=False)
+            prog.console.print(f"[yellow]waiting:[/] {p.message}", highlight=False)
         elif p.stage == "discovered":
             self._files = prog.add_task("files", total=p.total, rate="")
             self._chunks = prog.add_task("chunks", total=0, rate="")
