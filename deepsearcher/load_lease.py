@@ -66,6 +66,11 @@ outage of the store) stops with ``LoadLeaseLostError`` instead of writing over i
 What remains is the usual limit of leases without fencing: a write issued just before the
 deadline must land within the margin. A Milvus Lite file admits one process, so its leases are
 kept in process memory, claimed atomically, and need no settle delay.
+
+Not covered: ``collections drop`` does not take the lease (a load running meanwhile fails on
+its next write, and a rerun recreates the collection), and a killed load's chunks of a file
+that was new to the collection and is deleted before the next load stay until ``--rebuild``
+(``--prune`` finds deleted files through their manifest records, which such a file never got).
 """
 
 from __future__ import annotations
