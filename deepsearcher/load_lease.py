@@ -229,10 +229,6 @@ async def acquire_load_lease(
         if got is not None and got.owner == owner:
             logger.debug("holding the load lease of '%s' as %s", collection, owner)
             return HeldLease(leases, collection, got, settings, clock)
-        if got is not None and got.owner != seen:
-            seen = got.owner
-            if on_wait is not None:
-                on_wait(got)
         if got is not None and deadline is not None and clock() >= deadline:
             raise LoadBusyError(
                 describe_holder(collection, got),
@@ -240,6 +236,10 @@ async def acquire_load_lease(
                 "loading.lease_wait_s); a killed loader's lease lapses after "
                 f"loading.lease_ttl_s ({ttl:g} s)",
             )
+        if got is not None and got.owner != seen:
+            seen = got.owner
+            if on_wait is not None:
+                on_wait(got)
         # Jittered, so contenders that lost to each other do not meet again in step.
         await asyncio.sleep(poll * random.uniform(0.5, 1.0))
 

@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+from deepsearcher.cli import app
 from deepsearcher.config import LoadingSettings, Settings, load_settings
 from deepsearcher.errors import LoadLeaseLostError
 from deepsearcher.ingest import Ingestor
@@ -281,6 +283,17 @@ def _assert_like_clean_load(server_uri: str, collection: str, clean: str) -> Non
     assert len({c[0] for c in chunks}) == len(chunks)
 
 
+def _holder_pid(server_uri: str, collection: str) -> int:
+    """The pid of the loader holding ``collection``'s lease, read from the store."""
+    conn = _connection(server_uri)
+    try:
+        holder = MilvusLoadLeases(conn).holder(collection)
+    finally:
+        conn.close()
+    assert holder is not None
+    return int(holder.owner.split(":")[1])
+
+
 def _wait_for(condition: Any, timeout: float = 60, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -332,25 +345,28 @@ def test_a_file_edited_during_a_load_ends_with_only_its_new_chunks(
     docs = tmp_path / "docs"
     files = _write_corpus(docs, [f"doc_{i:02d}.txt" for i in range(12)])
     embed.hold_after(1)
-    first = start_load("edit", docs)
-    # The first loader holds the lease and has stored its first batch; its next is held.
+    loaders = [start_load("edit", docs, args=()), start_load("edit", docs, args=())]
+    # One holds the lease and has stored its first batch; its next batch is held.
     embed.wait_held()
     _wait_for(lambda: _count(server_uri, "edit") > 0, what="the first batch")
+    holder = _holder_pid(server_uri, "edit")
+    waiter = next(x for x in loaders if x.proc.pid != holder)
+    # The other's progress display says whom it waits for; it loads nothing meanwhile.
+    waiter.wait_for_line("waiting: collection 'edit' is being loaded by")
+    assert f"pid {holder}" in "".join(waiter.lines)
 
-    busy = start_load("edit", docs, args=("--no-wait",))
-    code, _, err = busy.finish()
-    assert code == 1
-    assert "error: collection 'edit' is being loaded by" in err
-    assert f"pid {first.proc.pid}" in err and "hint:" in err
+    env = _env(server_uri, "http://127.0.0.1:9/unused")
+    busy = CliRunner().invoke(
+        app, ["load", str(docs), "--collection", "edit", "--no-wait"], env=env
+    )
+    assert busy.exit_code == 1
+    assert busy.stderr.startswith("error: collection 'edit' is being loaded by")
+    assert f"pid {holder}" in busy.stderr and "\nhint: " in busy.stderr
 
     edited = files[-1]
-    _write_corpus(docs, [edited.name], version="v2")  # same name, new content
-    second = start_load("edit", docs, args=())  # with its progress display
-    # The second loader says whom it waits for (and loads nothing meanwhile).
-    second.wait_for_line("waiting: collection 'edit' is being loaded by")
-    assert f"pid {first.proc.pid}" in "".join(second.lines)
+    _write_corpus(docs, [edited.name], version="v2")  # same name, new content, mid-load
     embed.release()
-    results = [loader.finish() for loader in (first, second)]
+    results = [loader.finish() for loader in loaders]
     assert [code for code, _, _ in results] == [0, 0], [err for _, _, err in results]
 
     clean_load("edit_clean", docs)
@@ -370,15 +386,7 @@ def test_a_loader_killed_mid_load_is_taken_over_after_its_lease_lapses(
     loaders = [start_load("killed", docs), start_load("killed", docs)]
     embed.wait_held()
     _wait_for(lambda: _count(server_uri, "killed") > 0, what="the first batch")
-    conn = MilvusConnection(
-        load_settings(overrides={"vector_store": {"uri": server_uri}}).vector_store
-    )
-    try:
-        holder = MilvusLoadLeases(conn).holder("killed")
-    finally:
-        conn.close()
-    assert holder is not None
-    pid = int(holder.owner.split(":")[1])
+    pid = _holder_pid(server_uri, "killed")
     victim = next(x for x in loaders if x.proc.pid == pid)
     survivor = next(x for x in loaders if x.proc.pid != pid)
     os.kill(pid, signal.SIGKILL)
