@@ -11,7 +11,9 @@ believes it.
 
 A Milvus Lite file is opened by one process at a time (its LOCK file), so a Lite store's loads
 only need ordering within that process: ``LocalLoadLeases`` keeps the claims in memory under a
-lock, where reading and claiming are one step and no settle delay is needed.
+lock, where reading and claiming are one step and no settle delay is needed. They belong to one
+store object: two ``MilvusStore`` objects opened on one Lite file in one process do not see
+each other's claims (``DeepSearcher`` keeps one store).
 """
 
 from __future__ import annotations
