@@ -37,7 +37,7 @@ from tests.memory_index import WordHashEmbedder
 from tests.milvus_server import running_milvus_server
 
 REPO = Path(__file__).resolve().parents[1]
-TTL_S = 3.0
+TTL_S = 5.0  # short, so a killed loader is taken over soon; long enough for a busy CI box
 SETTLE_S = 0.5
 _TOPICS = ["robot", "battery", "office", "travel", "invoice", "harbour", "garden", "engine"]
 
