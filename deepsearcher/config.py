@@ -138,6 +138,38 @@ class LoadingSettings(_Section):
         description="Files parsed concurrently (threads). Parsing overlaps embedding either way; "
         "more threads only help when parsing waits on I/O (PDFium and unstructured hold the GIL).",
     )
+    lease_ttl_s: float = Field(
+        30.0,
+        ge=1,
+        le=3600,
+        description="A load holds its collection's load lease (kept in the store) and renews it "
+        "every third of this; another load into the collection waits. A killed loader's lease "
+        "lapses this long after its last renewal.",
+    )
+    lease_settle_s: float = Field(
+        1.0,
+        ge=0,
+        description="A loader that finds its claim earliest waits this long and checks again "
+        "before it loads (Milvus servers only). Must exceed a claim write's latency plus the "
+        "clock skew between loader hosts, and stay under a third of lease_ttl_s.",
+    )
+    lease_wait_s: float | None = Field(
+        None,
+        ge=0,
+        description="How long a load waits for another load of the same collection to finish "
+        "before giving up (unset: as long as it takes; 0: not at all, as with --no-wait).",
+    )
+
+    @model_validator(mode="after")
+    def _settle_within_renewal(self) -> LoadingSettings:
+        # The holder lets its claim go lease_settle_s before it expires and renews every third
+        # of the TTL: a longer settle would give the lease up between two renewals.
+        if self.lease_settle_s >= self.lease_ttl_s / 3:
+            raise ValueError(
+                f"lease_settle_s ({self.lease_settle_s}) must be under a third of lease_ttl_s "
+                f"({self.lease_ttl_s})"
+            )
+        return self
 
 
 class VectorStoreSettings(_Section):

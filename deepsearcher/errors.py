@@ -52,6 +52,18 @@ class CollectionNotFoundError(StoreError):
     default_hint = "load documents first: deepsearcher load PATH --collection NAME"
 
 
+class LoadBusyError(DeepSearcherError):
+    """Another load holds the collection's load lease and this one would not wait longer."""
+
+    default_hint = "wait for the other load to finish, then run this one again"
+
+
+class LoadLeaseLostError(DeepSearcherError):
+    """A load lost its collection's lease midway (not renewed in time); it stops writing."""
+
+    default_hint = "run the load again: files already recorded are skipped"
+
+
 class LLMError(DeepSearcherError):
     default_hint = "check llm.base_url, llm.model and the API key variable named by llm.api_key_env"
 

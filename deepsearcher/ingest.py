@@ -7,6 +7,10 @@ busy instead of waiting for parsing or Milvus.
 Incremental and crash-safe: a file whose content hash matches its manifest record is skipped
 without parsing; a changed file's new chunks are written before its old ones are deleted; the
 manifest record is written last.
+
+One load at a time per collection, across processes: ``aload`` runs under the collection's
+load lease (``deepsearcher.load_lease``, which explains what goes wrong without it). Chunk
+writes check the lease first and manifest writes re-read it, so a loader that lost it stops.
 """
 
 from __future__ import annotations
@@ -27,10 +31,13 @@ from deepsearcher.chunking import Chunker, doc_id_for
 from deepsearcher.config import Settings
 from deepsearcher.embedding import Embedder
 from deepsearcher.errors import DeepSearcherError, LoaderError
+from deepsearcher.load_lease import HeldLease, describe_holder, hold_load_lease
 from deepsearcher.store import (
     CollectionMeta,
     FileManifest,
     FileRecord,
+    LeaseClaim,
+    LoadLeases,
     VectorStore,
     check_compatible,
 )
@@ -48,8 +55,8 @@ _HASH_BLOCK = 1 << 20
 
 @dataclass
 class LoadProgress:
-    """One step of a load, for progress displays. ``stage``: discovered, hashed, parsed,
-    failed, embedded, file_done, pruned."""
+    """One step of a load, for progress displays. ``stage``: waiting (for another load of the
+    collection), discovered, hashed, parsed, failed, embedded, file_done, pruned."""
 
     stage: str
     path: str | None = None
@@ -109,11 +116,14 @@ class Ingestor:
         on_progress: ProgressCallback | None = None,
         *,
         manifest: FileManifest | None = None,
+        leases: LoadLeases | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
-        # The store's own manifest unless another is handed in (tests, benchmarks).
+        # The store's own manifest and leases unless others are handed in (tests, benchmarks).
         self.manifest = manifest if manifest is not None else store.manifest
+        self.leases = leases if leases is not None else store.leases
+        self._lease: HeldLease | None = None
         self._embedder_factory = embedder_factory
         self._on_progress = on_progress or (lambda _p: None)
         self._has_listener = on_progress is not None
@@ -133,6 +143,50 @@ class Ingestor:
         force: bool = False,
         prune: bool = False,
         rebuild: bool = False,
+    ) -> LoadReport:
+        """Load ``paths`` into ``collection`` under its load lease: a load of the same
+        collection elsewhere (another process or host on this store) finishes first."""
+        async with hold_load_lease(
+            self.leases, collection, self.settings.loading, lambda c: self._waiting(collection, c)
+        ) as lease:
+            self._lease = lease
+            try:
+                return await self._load(
+                    paths,
+                    collection,
+                    description=description,
+                    force=force,
+                    prune=prune,
+                    rebuild=rebuild,
+                )
+            finally:
+                self._lease = None
+
+    def _waiting(self, collection: str, holder: LeaseClaim) -> None:
+        message = describe_holder(collection, holder)
+        # As for skipped files: a progress display shows it, otherwise the log does.
+        logger.log(logging.DEBUG if self._has_listener else logging.WARNING, "%s; waiting", message)
+        self._emit("waiting", message=message)
+
+    def check_lease(self) -> None:
+        """Before a chunk write: raise if this load may have lost its lease (no I/O)."""
+        if self._lease is not None:
+            self._lease.check()
+
+    async def verify_lease(self) -> None:
+        """Before a manifest write or delete: re-read the lease in the store."""
+        if self._lease is not None:
+            await asyncio.to_thread(self._lease.verify)
+
+    async def _load(
+        self,
+        paths: Sequence[str | Path],
+        collection: str,
+        *,
+        description: str | None,
+        force: bool,
+        prune: bool,
+        rebuild: bool,
     ) -> LoadReport:
         t0 = time.perf_counter()
         report = LoadReport(collection=collection)
@@ -237,6 +291,8 @@ class Ingestor:
         manifest records come last, so a crash before them only means re-embedding."""
         if not jobs:
             return
+        # A loader that lost its lease would delete its successor's chunks as stale.
+        await self.verify_lease()
         removed: dict[str, int] = {}
         for job in jobs:
             if job.changed:
@@ -267,6 +323,7 @@ class Ingestor:
         if gone:
             await asyncio.to_thread(self.store.bump_version, collection)
         for source in gone:
+            await self.verify_lease()
             rec = records[source]
             removed = await asyncio.to_thread(
                 self.store.delete_stale_chunks, collection, rec.doc_id, None
@@ -400,6 +457,7 @@ class _Pipeline:
         store = self.ingestor.store
         while (item := await self.insert_q.get()) is not None:
             batch, vectors = item
+            self.ingestor.check_lease()
             await asyncio.to_thread(store.upsert_chunks, self.collection, batch, vectors)
             await self.ingestor._finish_files(self.finished_by(batch), self.collection, self.report)
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from deepsearcher.store import CollectionInfo, CollectionMeta
+from deepsearcher.store import CollectionInfo, CollectionMeta, LocalLoadLeases
 from deepsearcher.types import Hit
 
 MODEL = "word-hash"
@@ -68,6 +68,7 @@ class MemoryStore:
         self._meta: dict[str, CollectionMeta] = {}
         self._versions: dict[str, int] = {}
         self.answers = MemoryAnswers()
+        self.leases = LocalLoadLeases()  # the store's own kind for a single process
 
     def add(
         self,

@@ -21,6 +21,7 @@ from deepsearcher.cli import app
 from deepsearcher.config import Settings
 from deepsearcher.errors import IncompatibleCollectionError
 from deepsearcher.ingest import Ingestor
+from deepsearcher.store import LocalLoadLeases
 
 
 def _corpus(root: Path, n: int = 6, paragraphs: int = 3) -> Path:
@@ -344,7 +345,9 @@ def test_a_collection_written_before_the_store_split_loads_incrementally(
     old_store = old.MilvusStore(settings.vector_store)
     try:
         # The old class was chunks and manifest in one: it serves as both.
-        ingestor = Ingestor(settings, old_store, lambda: embedder, manifest=old_store)
+        ingestor = Ingestor(
+            settings, old_store, lambda: embedder, manifest=old_store, leases=LocalLoadLeases()
+        )
         first = asyncio.run(ingestor.aload([docs], "c"))
     finally:
         old_store.close()

@@ -60,12 +60,21 @@ def load(
     rebuild: Annotated[
         bool, typer.Option("--rebuild", help="Drop and recreate the collection.")
     ] = False,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait/--no-wait",
+            help="Wait while another load of the collection runs (default; bounded by "
+            "loading.lease_wait_s), or fail at once.",
+        ),
+    ] = True,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = 0,
 ) -> None:
     """Load documents into a collection. Incremental: unchanged files are skipped, and an
-    interrupted load resumes when run again."""
+    interrupted load resumes when run again. One load at a time per collection: another load
+    of it, from any process on the same store, waits for this one."""
     setup_logging(verbose)
     from deepsearcher.cli.render import LoadProgressView, print_load_summary
 
@@ -76,7 +85,7 @@ def load(
         "run the same command again to resume: stored files are skipped, the others are loaded",
     )
     with reported_errors(interrupted=interrupted):
-        settings = make_settings(config)
+        settings = make_settings(config, {} if wait else {"loading.lease_wait_s": ("--no-wait", 0)})
         view = LoadProgressView(err_console(), enabled=not as_json, verbose=verbose > 0)
         with DeepSearcher(settings) as ds, view:
             report = ds.load(

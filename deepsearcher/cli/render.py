@@ -59,7 +59,9 @@ class LoadProgressView:
         if not self._started:  # started on the first event so early errors print cleanly
             prog.__enter__()
             self._started = True
-        if p.stage == "discovered":
+        if p.stage == "waiting":
+            prog.console.print(f"[yellow]waiting:[/] {p.message}", highlight=False)
+        elif p.stage == "discovered":
             self._files = prog.add_task("files", total=p.total, rate="")
             self._chunks = prog.add_task("chunks", total=0, rate="")
         elif p.stage == "hashed" and p.message == "unchanged" and self._files is not None:

@@ -88,6 +88,8 @@ _ERROR_STATUS: list[tuple[type[errors.DeepSearcherError], int, str, str]] = [
     (errors.CollectionNotFoundError, 404, "not_found_error", "collection_not_found"),
     (errors.IncompatibleCollectionError, 409, "invalid_request_error", "incompatible_collection"),
     (errors.StoreError, 503, "server_error", "store_unavailable"),
+    (errors.LoadBusyError, 409, "invalid_request_error", "load_in_progress"),
+    (errors.LoadLeaseLostError, 503, "server_error", "load_lease_lost"),
     (errors.ConfigError, 400, "invalid_request_error", "invalid_setting"),
     (FilterError, 400, "invalid_request_error", "invalid_filter"),
     (errors.LoaderError, 400, "invalid_request_error", "unloadable_file"),

@@ -1,7 +1,8 @@
 """Vector stores and file manifests.
 
 ``VectorStore`` holds chunks, searches them and administers collections; ``FileManifest``
-(``store.manifest``) records which file was loaded with which content, for incremental loads.
+(``store.manifest``) records which file was loaded with which content, for incremental loads;
+``LoadLeases`` (``store.leases``) lets one load at a time write into a collection.
 One backend today, Milvus (``MilvusStore``: Lite file, server or Zilliz Cloud), chosen by
 ``vector_store.provider`` through ``STORES``. A new backend is a module here implementing
 both protocols of ``deepsearcher.store.base``, registered in ``STORES``.
@@ -22,10 +23,13 @@ from deepsearcher.store.base import (
     CollectionMeta,
     FileManifest,
     FileRecord,
+    LeaseClaim,
+    LoadLeases,
     VectorStore,
     check_compatible,
     validate_collection_name,
 )
+from deepsearcher.store.lease import LocalLoadLeases, MilvusLoadLeases
 from deepsearcher.store.milvus import MilvusStore
 
 __all__ = [
@@ -37,6 +41,10 @@ __all__ = [
     "CollectionMeta",
     "FileManifest",
     "FileRecord",
+    "LeaseClaim",
+    "LoadLeases",
+    "LocalLoadLeases",
+    "MilvusLoadLeases",
     "MilvusStore",
     "VectorStore",
     "build_store",

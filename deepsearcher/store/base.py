@@ -1,5 +1,6 @@
-"""The store roles: ``VectorStore`` (chunks, search, collection admin) and ``FileManifest``
-(what was loaded from which file, for incremental loads), and what a collection records."""
+"""The store roles: ``VectorStore`` (chunks, search, collection admin), ``FileManifest``
+(what was loaded from which file, for incremental loads), ``AnswerStore`` (the answer cache) and
+``LoadLeases`` (who may load into a collection now), and what a collection records."""
 
 from __future__ import annotations
 
@@ -78,6 +79,40 @@ class AnswerStore(Protocol):
     def prune_answers(self, now: float) -> None: ...
 
 
+@dataclass(frozen=True)
+class LeaseClaim:
+    """One loader's claim on loading a collection. ``owner`` names the process
+    ("host:pid:random"); times are epoch seconds. ``claimed_at`` is fixed for the claim's life
+    and orders contenders; ``expires_at`` moves forward with each renewal."""
+
+    owner: str
+    claimed_at: float
+    expires_at: float
+
+    def rank(self) -> tuple[float, str]:
+        return (self.claimed_at, self.owner)
+
+
+class LoadLeases(Protocol):
+    """Claims on loading a collection, kept where every loader of the store sees them. The
+    holder of a collection is its earliest (``claimed_at``, ``owner``) claim that has not
+    expired; ``deepsearcher.load_lease`` waits for, holds and renews it around a load.
+
+    ``try_acquire`` returns the holder after its attempt (its own claim when it won, otherwise
+    the claim it lost to, which the caller reports while it waits); ``renew`` returns the
+    renewed claim, or None when the owner no longer holds the lease (expired, taken over or
+    deleted): a renewal never revives a lapsed claim."""
+
+    def holder(self, collection: str) -> LeaseClaim | None: ...
+    def try_acquire(
+        self, collection: str, owner: str, ttl_s: float, settle_s: float
+    ) -> LeaseClaim | None: ...
+    def renew(
+        self, collection: str, claim: LeaseClaim, ttl_s: float, margin_s: float
+    ) -> LeaseClaim | None: ...
+    def release(self, collection: str, owner: str) -> None: ...
+
+
 class VectorStore(Protocol):
     """Chunk storage and similarity search, one logical collection per document set. Creating
     or dropping a collection creates or drops its file manifest too.
@@ -90,6 +125,8 @@ class VectorStore(Protocol):
     def manifest(self) -> FileManifest: ...
     @property
     def answers(self) -> AnswerStore: ...
+    @property
+    def leases(self) -> LoadLeases: ...
     def collection_versions(self, names: Sequence[str] | None) -> dict[str, str]: ...
     def bump_version(self, name: str) -> None: ...
     def list_collections(self) -> list[CollectionInfo]: ...

@@ -1,6 +1,7 @@
 """``MilvusStore``: chunks, search and collection admin in Milvus Lite (a local ``.db``
 directory), a Milvus server or Zilliz Cloud through the same ``MilvusClient``; only the URI
-differs. Its file manifest (``store.manifest``) shares the connection.
+differs. Its file manifest (``store.manifest``), answer cache (``store.answers``) and load
+leases (``store.leases``) share the connection.
 
 All methods are blocking; async callers run them with ``asyncio.to_thread`` (pymilvus's async
 client does not work with Milvus Lite).
@@ -27,9 +28,11 @@ from deepsearcher.store.base import (
     MANIFEST_SUFFIX,
     CollectionInfo,
     CollectionMeta,
+    LoadLeases,
     check_compatible,
     validate_collection_name,
 )
+from deepsearcher.store.lease import LocalLoadLeases, MilvusLoadLeases
 from deepsearcher.store.manifest import SOURCE_MAX, MilvusFileManifest
 from deepsearcher.store.milvus_filter import FILTER_MARKER_EXPR, MilvusFilter, compile_filter
 from deepsearcher.types import Chunk, Hit
@@ -68,6 +71,10 @@ class MilvusStore:
         self.uri = self._conn.uri
         self._manifest = MilvusFileManifest(self._conn)
         self._answers = MilvusAnswerStore(self._conn)
+        # A Lite file admits one process (its LOCK), so only this process's loads need ordering.
+        self._leases: LoadLeases = (
+            MilvusLoadLeases(self._conn) if self._conn.remote else LocalLoadLeases()
+        )
 
     @property
     def manifest(self) -> MilvusFileManifest:
@@ -76,6 +83,10 @@ class MilvusStore:
     @property
     def answers(self) -> MilvusAnswerStore:
         return self._answers
+
+    @property
+    def leases(self) -> LoadLeases:
+        return self._leases
 
     @property
     def _client(self) -> Any:  # the raw client, for tests that read rows directly
