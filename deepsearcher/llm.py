@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import importlib
 import json
 import logging
 import os
 import random
-import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +25,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, sto
 
 from deepsearcher.config import LLMSettings
 from deepsearcher.errors import LLMError, LLMUnavailableError
+from deepsearcher.retry_after import retry_after_s
 from deepsearcher.types import Usage
 
 logger = logging.getLogger(__name__)
@@ -304,7 +303,7 @@ class OpenAIChatModel:
         except openai.APIStatusError as exc:
             status = exc.status_code
             if status == 429 or status >= 500:
-                raise _Retryable(_describe(exc), self._retry_after(exc.response)) from exc
+                raise _Retryable(_describe(exc), retry_after_s(exc.response.headers)) from exc
             raise LLMError(
                 f"LLM at {self.endpoint} rejected the request: {_describe(exc)}",
                 self._status_hint(status),
@@ -366,27 +365,6 @@ class OpenAIChatModel:
         # spread out without collapsing to zero.
         step = min(self._backoff_cap_s, self._backoff_base_s * 2 ** (attempt - 1))
         return step / 2 + random.uniform(0, step / 2)
-
-    @staticmethod
-    def _retry_after(response: Any) -> float | None:
-        headers = response.headers
-        if ms := headers.get("retry-after-ms"):
-            try:
-                return max(0.0, float(ms) / 1000)
-            except ValueError:
-                pass
-        value = headers.get("retry-after")
-        if not value:
-            return None
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            pass
-        try:  # an HTTP date
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, when.timestamp() - time.time())
 
     def _exhausted(self, attempts: int, reason: str) -> LLMUnavailableError:
         return LLMUnavailableError(
