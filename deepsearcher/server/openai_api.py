@@ -215,7 +215,10 @@ def new_completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex[:24]}"
 
 
-def chat_completion(answer: Answer, model: str) -> dict[str, Any]:
+def completion_body(
+    model: str, content: str, usage: Usage, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A ``chat.completion`` with one assistant message, plus our own top-level keys."""
     return {
         "id": new_completion_id(),
         "object": "chat.completion",
@@ -224,17 +227,25 @@ def chat_completion(answer: Answer, model: str) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {
-                    "role": "assistant",
-                    "content": answer.answer + sources_markdown(answer.sources),
-                },
+                "message": {"role": "assistant", "content": content},
                 "finish_reason": "stop",
             }
         ],
-        "usage": usage_body(answer.usage),
-        "sources": [s.to_dict() for s in answer.sources],
-        "deepsearcher": answer_details(answer),
+        "usage": usage_body(usage),
+        **(extra or {}),
     }
+
+
+def chat_completion(answer: Answer, model: str) -> dict[str, Any]:
+    return completion_body(
+        model,
+        answer.answer + sources_markdown(answer.sources),
+        answer.usage,
+        {
+            "sources": [s.to_dict() for s in answer.sources],
+            "deepsearcher": answer_details(answer),
+        },
+    )
 
 
 class ChunkWriter:

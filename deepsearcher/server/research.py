@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,10 +33,9 @@ from deepsearcher.server.openai_api import (
     ChatRequest,
     ChunkWriter,
     check_question,
-    new_completion_id,
+    completion_body,
     parse_body,
     sse,
-    usage_body,
 )
 from deepsearcher.server.stream import EventStreamResponse
 from deepsearcher.types import Usage
@@ -227,29 +225,15 @@ async def research_chat(svc: _Service, request: Request, req: ChatRequest) -> Re
     try:
         report = await _unless_gone(request, _report(svc, rreq, None))
     except NeedsClarification as q:
-        return JSONResponse(_completion(req.model, CLARIFY_PREFIX + q.question, Usage(), {}))
+        return JSONResponse(
+            completion_body(req.model, CLARIFY_PREFIX + q.question, Usage(), {"deepsearcher": {}})
+        )
     if report is None:
         return Response(status_code=499)
     details = {k: v for k, v in report.to_dict().items() if k not in ("sections", "summary")}
-    return JSONResponse(_completion(req.model, report.to_markdown(), report.usage, details))
-
-
-def _completion(model: str, content: str, usage: Usage, details: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": new_completion_id(),
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": usage_body(usage),
-        "deepsearcher": details,
-    }
+    return JSONResponse(
+        completion_body(req.model, report.to_markdown(), report.usage, {"deepsearcher": details})
+    )
 
 
 async def _stream(svc: _Service, req: ChatRequest, rreq: ResearchRequest) -> Response:
