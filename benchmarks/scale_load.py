@@ -107,7 +107,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             },
             environ={},
         )
-        out: dict[str, Any] = {"ray_start_s": None}
+        out: dict[str, Any] = {"ray_start_s": None, "load_avg_start": os.getloadavg()[0]}
         rss_before = _rss_mb()
         with _RssSampler() as sampler:
             if engine == "ray":
@@ -136,6 +136,7 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
             "driver_rss_before_mb": rss_before,
             "driver_peak_rss_mb": _rss_mb(),
             "worker_peak_rss_mb": workers_mb,
+            "load_avg_end": os.getloadavg()[0],
             "ray_daemons_peak_rss_mb": ray_other_mb,
         }
         return out
@@ -212,6 +213,7 @@ def to_markdown(result: dict[str, Any]) -> str:
                 m["driver_peak_rss_mb"],
                 " + ".join(str(w) for w in m["worker_peak_rss_mb"]) or "-",
                 m["ray_daemons_peak_rss_mb"] or "-",
+                f"{m['load_avg_start']:.1f} / {m['load_avg_end']:.1f}",
             ]
         )
     header = [
@@ -225,10 +227,11 @@ def to_markdown(result: dict[str, Any]) -> str:
         "driver peak MB",
         "worker peak MB",
         "Ray daemons MB",
+        "load avg start / end",
     ]
     return (
         f"{result['machine']}; {result['files']} files of {result['corpus']}, "
-        f"median of {result['rounds']} round(s)\n\n" + markdown_table(header, rows, "lrrrrrrrrr")
+        f"median of {result['rounds']} round(s)\n\n" + markdown_table(header, rows, "lrrrrrrrrrr")
     )
 
 

@@ -115,8 +115,6 @@ def init_ray(settings: Settings) -> bool:
         kw |= {
             "num_cpus": max(os.cpu_count() or 1, need),
             "object_store_memory": _OBJECT_STORE_BYTES,
-            # A private instance listens on loopback only.
-            "_node_ip_address": "127.0.0.1",
         }
         if loading.ray_worker_gpus:
             kw["num_gpus"] = math.ceil(loading.ray_workers * loading.ray_worker_gpus)

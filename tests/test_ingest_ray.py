@@ -3,6 +3,7 @@ with 1 or 2 workers, and the same incremental manifest semantics."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,19 @@ def test_ray_rerun_skips_unchanged_and_replaces_a_changed_file(
     assert {i: v for i, v in after["chunks"].items() if v[0] != source} == others
     hits = ds.store.search("c", ds.embedder.embed(["solar panels on the roof"]), 1)[0]
     assert hits[0].source == source
+
+
+def test_cli_engine_ray_without_ray_installed_says_which_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from deepsearcher.cli import app
+
+    docs = _corpus(tmp_path / "docs")
+    monkeypatch.setenv("DEEPSEARCHER_VECTOR_STORE__URI", str(tmp_path / "m.db"))
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails as if not installed
+    result = CliRunner().invoke(app, ["load", str(docs), "--engine", "ray"])
+    assert result.exit_code == 1
+    assert "error: loading.engine ray needs Ray Data, which is not installed" in result.output
+    assert "hint: pip install 'deepsearcher[scale]'" in result.output
