@@ -199,16 +199,20 @@ def run(
 
 def to_markdown(result: dict[str, Any]) -> str:
     rows = []
-    base = result["median"].get("local", {}).get("chunks_per_s")
-    for name, m in result["median"].items():
+    # Against the local run of the same round: the runs nearest in time (and machine load).
+    local = {x["round"]: x["chunks_per_s"] for x in result["runs"] if x["config"] == "local"}
+    for m in sorted(
+        result["runs"], key=lambda x: (list(result["median"]).index(x["config"]), x["round"])
+    ):
         rows.append(
             [
-                name,
+                m["config"],
+                m["round"],
                 m["files"],
                 m["chunks"],
                 m["seconds"],
                 m["chunks_per_s"],
-                f"{m['chunks_per_s'] / base:.2f}" if base else "",
+                f"{m['chunks_per_s'] / local[m['round']]:.2f}" if m["round"] in local else "",
                 m["ray_start_s"] if m["ray_start_s"] is not None else "-",
                 m["driver_peak_rss_mb"],
                 " + ".join(str(w) for w in m["worker_peak_rss_mb"]) or "-",
@@ -218,6 +222,7 @@ def to_markdown(result: dict[str, Any]) -> str:
         )
     header = [
         "engine",
+        "round",
         "files",
         "chunks",
         "load s",
@@ -231,7 +236,8 @@ def to_markdown(result: dict[str, Any]) -> str:
     ]
     return (
         f"{result['machine']}; {result['files']} files of {result['corpus']}, "
-        f"median of {result['rounds']} round(s)\n\n" + markdown_table(header, rows, "lrrrrrrrrrr")
+        f"{result['rounds']} round(s); vs local: against the local run of the same round\n\n"
+        + markdown_table(header, rows, "lrrrrrrrrrrr")
     )
 
 
