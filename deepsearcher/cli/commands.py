@@ -68,6 +68,17 @@ def load(
             "loading.lease_wait_s), or fail at once.",
         ),
     ] = True,
+    engine: Annotated[
+        str | None,
+        typer.Option(help="local or ray: where parsing and embedding run (loading.engine)."),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="Ray cluster address (loading.ray_address); unset: local Ray."),
+    ] = None,
+    ray_workers: Annotated[
+        int | None, typer.Option(min=1, help="Ray workers that embed (loading.ray_workers).")
+    ] = None,
     config: ConfigOpt = None,
     as_json: JsonOpt = False,
     verbose: VerboseOpt = 0,
@@ -85,7 +96,15 @@ def load(
         "run the same command again to resume: stored files are skipped, the others are loaded",
     )
     with reported_errors(interrupted=interrupted):
-        settings = make_settings(config, {} if wait else {"loading.lease_wait_s": ("--no-wait", 0)})
+        settings = make_settings(
+            config,
+            {
+                "loading.engine": ("--engine", engine),
+                "loading.ray_address": ("--ray-address", ray_address),
+                "loading.ray_workers": ("--ray-workers", ray_workers),
+                **({} if wait else {"loading.lease_wait_s": ("--no-wait", 0)}),
+            },
+        )
         view = LoadProgressView(err_console(), enabled=not as_json, verbose=verbose > 0)
         with DeepSearcher(settings) as ds, view:
             report = ds.load(

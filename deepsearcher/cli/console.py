@@ -8,6 +8,7 @@ from contextlib import contextmanager
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from deepsearcher.errors import DeepSearcherError
 
@@ -25,8 +26,10 @@ def fail(exc: DeepSearcherError) -> typer.Exit:
     """Print ``exc`` as the error and hint lines; the caller raises the returned exit (or not,
     when the error only explains output already shown)."""
     con = err_console()
-    con.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
-    con.print(f"[yellow]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
+    # Escaped: messages name extras ('deepsearcher[scale]') and paths that rich would read as
+    # markup tags and drop.
+    con.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, soft_wrap=True)
+    con.print(f"[yellow]hint:[/] {escape(str(exc.hint))}", highlight=False, soft_wrap=True)
     return typer.Exit(1)
 
 
