@@ -16,8 +16,8 @@ Both replica counts run in the same invocation on the same store, one after the 
 Printed: requests/s and latency percentiles per replica count, the ratio, and the resident
 memory (RSS now, and peak) of every process: servers, milvus-lite server, scripted LLM.
 
-Load part: ``benchmarks/scale_load.py``'s ``run(...) -> dict`` when that file exists (local
-pipeline vs Ray with 1 and 2 workers); its dict is printed as given.
+Load part: ``benchmarks/scale_load.py`` (local pipeline vs Ray with 1 and 2 workers, side by
+side, with the peak memory of the driver, the workers and Ray's own processes).
 
 Writes the markdown to benchmarks/out/scale.md.
 """
@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
-import inspect
 import json
 import os
 import subprocess
@@ -352,18 +350,13 @@ def serve_markdown(phases: list[Phase], args: argparse.Namespace) -> str:
 
 
 def run_load_part(args: argparse.Namespace) -> str:
-    path = Path(__file__).with_name("scale_load.py")
-    if not path.exists():
-        return "Load: benchmarks/scale_load.py is not here yet; nothing measured."
-    spec = importlib.util.spec_from_file_location("scale_load", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    # The load benchmark takes what it needs of these; it may take none.
-    wanted = inspect.signature(module.run).parameters
-    given = {"eval_dir": args.eval_dir, "files": args.files}
-    result = module.run(**{k: v for k, v in given.items() if k in wanted})
-    return "Load:\n\n```json\n" + json.dumps(result, indent=2, default=str) + "\n```"
+    """Local pipeline vs Ray with 1 and 2 workers (``scale_load.py``), on the same store kind."""
+    import scale_load  # beside this file; it imports Ray only when a Ray configuration runs
+
+    result = scale_load.run(
+        files=args.load_files, corpus=args.eval_dir / "hotpotqa100" / "corpus", rounds=1
+    )
+    return "## Load: local vs Ray\n\n" + scale_load.to_markdown(result)
 
 
 def main() -> None:
@@ -376,6 +369,7 @@ def main() -> None:
     parser.add_argument("--replicas", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2])
     parser.add_argument("--max-concurrent-searches", type=int, default=4)
     parser.add_argument("--eval-dir", type=Path, default=EVAL_DIR)
+    parser.add_argument("--load-files", type=int, default=300, help="files for the load part")
     args = parser.parse_args()
     sections = []
     if args.part in ("serve", "all"):
