@@ -6,7 +6,7 @@ from typing import Literal
 
 from deepsearcher.research.models import Evidence, Finding
 from deepsearcher.research.text import CITATION, claim_of, digest, sentences
-from deepsearcher.types import Answer
+from deepsearcher.types import Answer, Hit, Source
 
 
 def findings_from_answer(answer: Answer, section: str) -> tuple[list[Finding], list[Evidence]]:
@@ -20,16 +20,7 @@ def findings_from_answer(answer: Answer, section: str) -> tuple[list[Finding], l
         for n in (int(x) for x in CITATION.findall(sentence)):
             if (src := by_n.get(n)) is None:
                 continue
-            ev = passage_evidence(
-                src.collection,
-                src.source,
-                src.start,
-                src.end,
-                src.text,
-                page=src.page,
-                page_end=src.page_end,
-                kind=src.kind,
-            )
+            ev = evidence_of(src)
             evidence.setdefault(ev.id, ev)
             if ev.id not in keys:
                 keys.append(ev.id)
@@ -53,3 +44,17 @@ def passage_evidence(
     """Evidence keyed by the passage (the same passage from two researchers is one item)."""
     key = "|".join(str(v) for v in (collection, source, start, end, digest(text)))
     return Evidence(key, text, source, page, page_end, start, end, collection, kind)
+
+
+def evidence_of(passage: Hit | Source) -> Evidence:
+    """The evidence for a retrieved passage or an answer's cited source (same fields)."""
+    return passage_evidence(
+        passage.collection,
+        passage.source,
+        passage.start,
+        passage.end,
+        passage.text,
+        page=passage.page,
+        page_end=passage.page_end,
+        kind=passage.kind,
+    )

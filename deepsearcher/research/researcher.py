@@ -46,7 +46,7 @@ from deepsearcher.research.events import (
     ResearchNoteEvent,
     ToolCallEvent,
 )
-from deepsearcher.research.evidence import findings_from_answer, passage_evidence
+from deepsearcher.research.evidence import evidence_of, findings_from_answer, passage_evidence
 from deepsearcher.research.models import (
     Evidence,
     Finding,
@@ -149,7 +149,7 @@ class Researcher:
             return result
         findings, evidence = findings_from_answer(answer, self.title)
         for ev in evidence:
-            self.addpassage_evidence(ev)
+            self.add_evidence(ev)
         self.findings = findings
         self.left = self.budget - answer.usage.llm_calls
         if self.deps.max_tool_steps > 0:
@@ -188,7 +188,7 @@ class Researcher:
 
     # -- evidence the model can cite by short id ----------------------------------------------
 
-    def addpassage_evidence(self, ev: Evidence) -> str:
+    def add_evidence(self, ev: Evidence) -> str:
         """The short id of a passage (E1, E2... in this researcher's prompts)."""
         if ev.id not in self.evidence:
             self.evidence[ev.id] = ev
@@ -375,17 +375,8 @@ class Researcher:
 
     def add_hit(self, hit: Hit) -> str:
         """The passage key of a hit, its evidence registered."""
-        ev = passage_evidence(
-            hit.collection,
-            hit.source,
-            hit.start,
-            hit.end,
-            hit.text,
-            page=hit.page,
-            page_end=hit.page_end,
-            kind=hit.kind,
-        )
-        self.addpassage_evidence(ev)
+        ev = evidence_of(hit)
+        self.add_evidence(ev)
         return ev.id
 
     async def _web_search(self, args: Mapping[str, Any]) -> str:
@@ -418,7 +409,7 @@ class Researcher:
         if not text:
             raise ToolArgumentError(f"no main text in {url}")
         ev = passage_evidence("web", page.url, None, None, text[:MAX_PAGE_CHARS], kind="web")
-        self.addpassage_evidence(ev)
+        self.add_evidence(ev)
         return self.render(ev.id)
 
     async def _calculator(self, args: Mapping[str, Any]) -> str:
