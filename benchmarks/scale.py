@@ -44,7 +44,7 @@ prepare_imports()
 
 import httpx  # noqa: E402
 
-from tests.milvus_server import free_port, running_milvus_server  # noqa: E402
+from tests.milvus_server import free_port, running_milvus_server, stop_process  # noqa: E402
 
 COLLECTION = "hotpot"
 
@@ -115,12 +115,7 @@ def _process(cmd: list[str], env: dict[str, str], log: Path) -> Iterator[subproc
         try:
             yield proc
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
 
 
 @contextmanager

@@ -11,8 +11,19 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout_s: float = 30) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``timeout_s``."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def free_port() -> int:
@@ -54,12 +65,7 @@ def running_milvus_server(data_dir: Path, timeout_s: float = 60) -> Iterator[str
             pytest.fail("milvus-lite server did not start")
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 @pytest.fixture

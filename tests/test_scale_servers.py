@@ -24,7 +24,7 @@ import pytest
 
 from tests.embed_server import ScriptedEmbeddingServer
 from tests.llm_server import ScriptedLLMServer
-from tests.milvus_server import free_port
+from tests.milvus_server import free_port, stop_process
 
 MEALS = "What is the daily meal allowance for business travel?"
 VACATION = "How many days of paid vacation do employees receive per year?"
@@ -90,12 +90,7 @@ def _serve(env: dict[str, str], cwd: Path, name: str) -> Iterator[str]:
             time.sleep(0.2)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout_s=20)
         log.close()
 
 
