@@ -124,7 +124,6 @@ class _Service:
     async def learn_roots(self, collections: set[str | None]) -> None:
         """The common folder of each collection's files, which ``view`` shows paths under,
         re-read whenever the collection's version in the store moved (a load by any process)."""
-        self.loads.loaded.clear()  # the versions below tell this server's loads apart too
         names = sorted(c for c in collections if c)
         if not names:
             return

@@ -65,7 +65,6 @@ class HTTPLoads:
         self.upload_dir = upload_dir
         self.lock = asyncio.Lock()  # ingestion into one database runs one at a time
         self._background: set[asyncio.Task[Any]] = set()
-        self.loaded: set[str] = set()  # collections changed since the server last looked
 
     async def run_load(
         self,
@@ -91,7 +90,6 @@ class HTTPLoads:
                     report = await self.searcher.aload(paths, name, **kw)
                 report.failures.extend(refused)
                 report.files_failed += len(refused)
-                self.loaded.add(name)
                 return report
 
         async def run_or_roll_back() -> LoadReport:
