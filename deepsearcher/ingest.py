@@ -303,9 +303,11 @@ class Ingestor:
         ]
         by_source = {j.source: j for j in jobs}
         engine = await asyncio.to_thread(RayEngine, self.settings, tasks)
+        workers: set[int] = set()
         try:
             await collection_ready
             while (out := await asyncio.to_thread(engine.next_batch)) is not None:
+                workers |= out.workers
                 for source, reason in out.failures:
                     self._fail(report, source, reason)
                 for source, n in out.chunk_counts.items():
@@ -323,6 +325,12 @@ class Ingestor:
                     await self._finish_files(finished, collection, report)
         finally:
             await asyncio.to_thread(engine.close)
+        logger.info(
+            "ray: %d worker process(es) parsed and embedded %d file(s): pids %s",
+            len(workers),
+            len(jobs),
+            sorted(workers),
+        )
 
     async def _finish_files(
         self, jobs: list[_FileJob], collection: str, report: LoadReport
@@ -499,10 +507,8 @@ class _Pipeline:
             batch, vectors = item
             self.ingestor.check_lease()
             await asyncio.to_thread(store.upsert_chunks, self.collection, batch, vectors)
-            await self.ingestor._finish_files(self.finished_by(batch), self.collection, self.report)
-
-    def finished_by(self, batch: list[Chunk]) -> list[_FileJob]:
-        return _count_down(self.by_source, batch)
+            finished = _count_down(self.by_source, batch)
+            await self.ingestor._finish_files(finished, self.collection, self.report)
 
 
 def _count_down(by_source: dict[str, _FileJob], batch: list[Chunk]) -> list[_FileJob]:

@@ -62,6 +62,7 @@ class EmbeddedBatch:
     vectors: np.ndarray
     chunk_counts: dict[str, int] = field(default_factory=dict)
     failures: list[tuple[str, str]] = field(default_factory=list)
+    workers: set[int] = field(default_factory=set)  # pids of the worker processes
 
 
 def import_ray() -> Any:
@@ -196,6 +197,7 @@ class _Worker:
             "error": np.array(errors, dtype=object),
             "chunk": np.array([b"" if e else next(blobs) for e in errors], dtype=object),
             "vector": vectors,
+            "worker": np.full(len(sources), os.getpid(), dtype=np.int64),
         }
 
 
@@ -221,6 +223,7 @@ def _decode(batch: dict[str, np.ndarray]) -> EmbeddedBatch:
     ok = [i for i, e in enumerate(batch["error"]) if not e]
     vectors = np.asarray(batch["vector"], dtype=np.float32)
     out = EmbeddedBatch(chunks=[pickle.loads(batch["chunk"][i]) for i in ok], vectors=vectors[ok])
+    out.workers = {int(pid) for pid in batch["worker"]}
     for source, count, error in zip(batch["source"], batch["count"], batch["error"], strict=True):
         if error:
             out.failures.append((str(source), str(error)))

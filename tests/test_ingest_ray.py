@@ -3,10 +3,12 @@ with 1 or 2 workers, and the same incremental manifest semantics."""
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -76,14 +78,32 @@ def _counts(report: LoadReport) -> tuple[int, int, int, int]:
     return (report.files_new, report.files_changed, report.files_unchanged, report.files_failed)
 
 
+def _ray_workers(records: list[logging.LogRecord]) -> list[set[int]]:
+    """The worker pids each Ray load reported (its closing log line)."""
+    return [
+        set(cast(list[int], r.args[2]))
+        for r in records
+        if str(r.msg).startswith("ray: ") and isinstance(r.args, tuple)
+    ]
+
+
 def test_ray_with_one_and_two_workers_gives_the_local_collection(
-    tmp_path: Path, milvus_server: str, make_searcher: Any
+    tmp_path: Path, milvus_server: str, make_searcher: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     docs = _corpus(tmp_path / "docs")
     results = {}
     for name, engine, workers in (("local", "local", 1), ("ray1", "ray", 1), ("ray2", "ray", 2)):
         ds = make_searcher(_settings(milvus_server, engine, workers))
-        report = ds.load([docs], name)
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="deepsearcher.ingest"):
+            report = ds.load([docs], name)
+        # The files were parsed and embedded by Ray's worker processes, not in this one.
+        ran = _ray_workers(caplog.records)
+        if engine == "local":
+            assert ran == []
+        else:
+            assert len(ran) == 1 and 1 <= len(ran[0]) <= workers, (name, ran)
+            assert os.getpid() not in ran[0]
         # The corrupt PDF is skipped and reported; every other file loads.
         assert _counts(report) == (6, 0, 0, 1), (name, report)
         assert [f.path for f in report.failures] == [str((docs / "broken.pdf").resolve())]
