@@ -1,11 +1,11 @@
 # Two entry points for a newcomer: `make demo` (install, load data/, ask a question) and
-# `make test` (install, run the test suite). Both install into .venv on first use.
+# `make test` (install, run the fast test lane). Both install into .venv on first use.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DS := $(VENV)/bin/deepsearcher
 QUESTION ?= Which office assembles the NR-7 robot, and who is that office's manager?
 
-.PHONY: install demo test lint bench
+.PHONY: install demo test test-slow test-all lint bench reference
 install: $(VENV)/.installed
 
 # torch==2.13.0 goes first: it is the CPU build on this machine's disk; without it pip would
@@ -21,14 +21,26 @@ demo: install
 	$(DS) load data/ --collection demo --description "Northwind Robotics sample documents"
 	$(DS) query "$(QUESTION)" --collection demo
 
+# The `slow` marker is applied in tests/conftest.py (browser, Ray, several processes, real
+# servers). `test` + `test-slow` together run every test once; `test-all` runs them in one go.
+PYTEST := $(VENV)/bin/pytest -q --durations=15
 test: install
-	$(VENV)/bin/pytest -q
+	$(PYTEST) -m "not slow"
+
+test-slow: install
+	$(PYTEST) -m slow
+
+test-all: install
+	$(PYTEST)
 
 lint: install
 	$(VENV)/bin/ruff check deepsearcher loaders tests benchmarks
 	$(VENV)/bin/ruff format --check deepsearcher loaders tests benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+
+reference: install
+	$(PY) scripts/gen_reference.py
 
 bench: install
 	$(PY) benchmarks/ingest.py

@@ -1,0 +1,152 @@
+"""The docs stay true to the code: the generated references match a fresh generation, the
+architecture page names the layers of the import contract, and every relative link resolves."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+import tomllib
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _gen_reference() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_reference", REPO / "scripts/gen_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("gen_reference", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_references_match_the_code() -> None:
+    # As config.yaml is checked against Settings: a setting or CLI option changed without
+    # `make reference` leaves these files stale.
+    gen = _gen_reference()
+    for path, text in gen.rendered().items():
+        assert path.read_text(encoding="utf-8") == text, (
+            f"{path.relative_to(REPO)} is out of date; run `make reference`"
+        )
+
+
+def test_configuration_reference_lists_every_setting() -> None:
+    from deepsearcher.config import Settings
+
+    text = (REPO / "docs/reference/configuration.md").read_text(encoding="utf-8")
+    for section, field in Settings.model_fields.items():
+        if field.exclude:
+            continue
+        model = field.annotation
+        assert model is not None
+        for key in model.model_fields:  # type: ignore[union-attr]
+            assert f"| `{section}.{key}` |" in text
+
+
+def test_cli_reference_lists_every_command_and_option() -> None:
+    import typer
+    import typer.main
+
+    from deepsearcher.cli import app
+
+    text = (REPO / "docs/reference/cli.md").read_text(encoding="utf-8")
+    group = typer.main.get_command(app)
+    ctx = typer.Context(group, info_name="deepsearcher")
+    for name in group.list_commands(ctx):  # type: ignore[attr-defined]
+        command = group.get_command(ctx, name)  # type: ignore[attr-defined]
+        assert f"## `deepsearcher {name}`" in text
+        for param in command.params:
+            for opt in param.opts:
+                if opt.startswith("--"):
+                    assert opt in text, f"{name} {opt}"
+
+
+def _contract_layers() -> list[set[str]]:
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    (contract,) = [
+        c for c in pyproject["tool"]["importlinter"]["contracts"] if c["type"] == "layers"
+    ]
+    return [
+        {name.strip(" ()") for name in re.split(r"[|:]", layer)} for layer in contract["layers"]
+    ]
+
+
+def _documented_layers() -> list[set[str]]:
+    text = (REPO / "docs/architecture.md").read_text(encoding="utf-8")
+    rows = text.split("| Layer (top to bottom) |", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    # The first cell of each row; `\|` inside it separates siblings, not cells.
+    return [set(re.findall(r"`([\w.]+)`", re.split(r"(?<!\\)\|", row)[1])) for row in rows]
+
+
+def test_architecture_doc_names_the_contract_layers() -> None:
+    contract, documented = _contract_layers(), _documented_layers()
+    assert contract, "no layers contract in pyproject.toml"
+    assert documented == contract, (
+        "docs/architecture.md's layer table and pyproject.toml's contract differ: "
+        f"only in the doc {set().union(*documented) - set().union(*contract)}, "
+        f"only in the contract {set().union(*contract) - set().union(*documented)}"
+    )
+
+
+def test_every_package_module_is_in_the_contract() -> None:
+    named = set().union(*_contract_layers())
+    modules = {
+        f"deepsearcher.{p.stem}"
+        for p in (REPO / "deepsearcher").iterdir()
+        if (p.suffix == ".py" or (p / "__init__.py").exists()) and not p.name.startswith("_")
+    }
+    assert modules - named == set(), "modules outside the layers contract"
+
+
+def _markdown_files() -> list[Path]:
+    files = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "benchmarks/README.md"]
+    return files + sorted((REPO / "docs").rglob("*.md"))
+
+
+def _slug(heading: str) -> str:
+    # GitHub's anchors: lower case, punctuation dropped, spaces to hyphens.
+    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def _outside_fences(text: str) -> str:
+    kept, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            kept.append(line)
+    return "\n".join(kept)
+
+
+def _anchors(path: Path) -> set[str]:
+    headings = re.findall(r"^#+ (.+)$", _outside_fences(path.read_text(encoding="utf-8")), re.M)
+    return {_slug(h) for h in headings}
+
+
+@pytest.mark.parametrize("doc", _markdown_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_relative_links_resolve(doc: Path) -> None:
+    broken = []
+    prose = re.sub(r"`[^`\n]*`", "", _outside_fences(doc.read_text(encoding="utf-8")))
+    for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+        if re.match(r"[a-z]+:", target):
+            continue
+        file, _, anchor = target.partition("#")
+        dest = (doc.parent / file).resolve() if file else doc
+        if not dest.exists():
+            broken.append(target)
+        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+            broken.append(target)
+    assert broken == [], f"{doc.relative_to(REPO)}: broken links {broken}"
+
+
+def test_readme_is_short_and_names_both_test_lanes() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250
+    assert "make test " in readme and "make test-all" in readme
+    assert "make demo" in readme
