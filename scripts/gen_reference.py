@@ -155,7 +155,9 @@ def render_cli() -> str:
     for name in group.list_commands(ctx):
         command = group.get_command(ctx, name)
         if command is not None:
-            _render_command(f"deepsearcher {name}", command, typer.Context(command, parent=ctx), out)
+            _render_command(
+                f"deepsearcher {name}", command, typer.Context(command, parent=ctx), out
+            )
     return "\n".join(out).rstrip() + "\n"
 
 
