@@ -31,6 +31,68 @@ from deepsearcher.embedding import (  # noqa: E402
 from tests.fixtures_llm import llm_server  # noqa: E402,F401
 from tests.milvus_server import milvus_server  # noqa: E402,F401
 
+# -- test lanes ---------------------------------------------------------------------------------
+# `make test` runs `-m "not slow"`: every module, in-process, in minutes. The `slow` lane
+# (`make test-slow`; `make test-all` runs both) holds what needs a browser, Ray, other processes
+# (the CLI or a loader in a subprocess, a `milvus-lite server`, several servers) or minutes of
+# wall time. The lists live here rather than as decorators so a lane is one place to read; chosen
+# from `pytest --durations=0` (seconds below: one full run on the shared 2-core machine, load
+# average about 10). tests/test_docs.py checks that every name still exists.
+
+# Whole files.
+SLOW_FILES = {
+    "test_chat_page.py": "chromium driven by Playwright",
+    "test_ingest_ray.py": "starts Ray (51 s and 16 s)",
+    "test_scale_servers.py": "two `deepsearcher serve` processes on a milvus-lite server (36 s)",
+}
+# Fixtures: any test using one (`file.py::name` for a fixture name used in several files).
+SLOW_FIXTURES = {
+    "milvus_server": "a milvus-lite server process",
+    "server_uri": "test_load_concurrency's milvus-lite server, shared by loader processes",
+    "test_cli_ux.py::loaded": "loads twice with the CLI in subprocesses (22 s)",
+}
+# Single tests, by file and function name (every parameter set).
+SLOW_TESTS = {
+    "test_ingest.py::test_killed_load_then_rerun_equals_clean_load": "kill -9 loop (351 s)",
+    "test_ingest.py::test_locked_database_names_the_holder": "a second process holds the db",
+    "test_mcp.py::test_stdio_session_loads_searches_and_answers": "`deepsearcher mcp` (23 s)",
+    "test_cli_ux.py::test_grpc_core_logs_only_at_debug_verbosity": "3 CLI subprocesses (21 s)",
+    "test_cli_ux.py::test_interrupted_load_says_how_to_resume": "SIGINT to a CLI subprocess",
+    "test_cli_ux.py::test_lock_holder_command_is_cut_between_arguments": "a holder subprocess",
+    "test_packaging.py::test_loading_the_packaged_minilm_leaves_the_environment_alone": (
+        "torch and MiniLM in a subprocess (15 s)"
+    ),
+    "test_loaders.py::test_unstructured_paths_work_offline": "unstructured in a subprocess (12 s)",
+}
+
+# Marked slow in their own file, yet in-process and a few seconds long: the fast lane keeps them,
+# as they are the only tests that run their module (evaluation's runner and report) end to end.
+FAST_TESTS = {
+    "test_eval.py::test_eval_both_agents_end_to_end": "4 s",
+    "test_eval.py::test_retrieval_only_without_llm_dense_and_hybrid": "2 s",
+    "test_eval.py::test_retrieval_only_reports_chunk_and_document_recall_apart": "2 s",
+}
+
+
+def _is_slow(item: pytest.Item) -> bool:
+    file = Path(str(item.path)).name
+    function = getattr(item, "originalname", item.name)
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return (
+        file in SLOW_FILES
+        or f"{file}::{function}" in SLOW_TESTS
+        or any(f in SLOW_FIXTURES or f"{file}::{f}" in SLOW_FIXTURES for f in fixtures)
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        file = Path(str(item.path)).name
+        if f"{file}::{getattr(item, 'originalname', item.name)}" in FAST_TESTS:
+            item.own_markers[:] = [m for m in item.own_markers if m.name != "slow"]
+        elif _is_slow(item):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(autouse=True)
 def _no_public_network(monkeypatch: pytest.MonkeyPatch) -> None:
