@@ -34,8 +34,8 @@ test-all: install
 	$(PYTEST)
 
 lint: install
-	$(VENV)/bin/ruff check deepsearcher loaders tests benchmarks
-	$(VENV)/bin/ruff format --check deepsearcher loaders tests benchmarks
+	$(VENV)/bin/ruff check deepsearcher loaders tests benchmarks scripts
+	$(VENV)/bin/ruff format --check deepsearcher loaders tests benchmarks scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

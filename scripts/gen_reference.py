@@ -123,7 +123,7 @@ def _render_command(path: str, command: Any, ctx: typer.Context, out: list[str])
         out += ["Subcommands: " + ", ".join(f"`{path} {s}`" for s in subcommands) + ".", ""]
     usage = " ".join(command.collect_usage_pieces(ctx))
     out += ["```", f"{path} {usage}".rstrip(), "```", ""]
-    rows = {"argument": [], "option": []}
+    rows: dict[str, list[tuple[str, str]]] = {"argument": [], "option": []}
     for param in command.params:
         record = param.get_help_record(ctx)
         if record is not None and not getattr(param, "hidden", False):
@@ -141,7 +141,7 @@ def _render_command(path: str, command: Any, ctx: typer.Context, out: list[str])
 
 def render_cli() -> str:
     """Every command of the typer app with its arguments and options, as ``--help`` has them."""
-    group = typer.main.get_command(app)
+    group: Any = typer.main.get_command(app)
     ctx = typer.Context(group, info_name="deepsearcher")
     out = [
         "# CLI reference",

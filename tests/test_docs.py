@@ -44,7 +44,7 @@ def test_configuration_reference_lists_every_setting() -> None:
             continue
         model = field.annotation
         assert model is not None
-        for key in model.model_fields:  # type: ignore[union-attr]
+        for key in model.model_fields:
             assert f"| `{section}.{key}` |" in text
 
 
