@@ -65,13 +65,20 @@ SLOW_TESTS = {
     "test_loaders.py::test_unstructured_paths_work_offline": "unstructured in a subprocess (12 s)",
 }
 
-# Marked slow in their own file, yet in-process and a few seconds long: the fast lane keeps them,
-# as they are the only tests that run their module (evaluation's runner and report) end to end.
+# Marked slow in their own file (or in a slow file), yet in-process and seconds long: the fast
+# lane keeps them, as they are the only tests that run their module there.
 FAST_TESTS = {
-    "test_eval.py::test_eval_both_agents_end_to_end": "4 s",
+    "test_eval.py::test_eval_both_agents_end_to_end": "evaluation runner and report, 4 s",
     "test_eval.py::test_retrieval_only_without_llm_dense_and_hybrid": "2 s",
     "test_eval.py::test_retrieval_only_reports_chunk_and_document_recall_apart": "2 s",
+    "test_ingest_ray.py::test_cli_engine_ray_without_ray_installed_says_which_extra": (
+        "ingest_ray without starting Ray"
+    ),
 }
+
+
+def _test_id(item: pytest.Item) -> str:
+    return f"{Path(str(item.path)).name}::{getattr(item, 'originalname', item.name)}"
 
 
 def _is_slow(item: pytest.Item) -> bool:
@@ -86,9 +93,17 @@ def _is_slow(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    fast = [item for item in items if _test_id(item) in FAST_TESTS]
+    # A slow mark on a module or class (`pytestmark`) would reach a fast test too: move it down
+    # to that node's other tests.
+    for node in {n for item in fast for n in item.listchain()[:-1]}:
+        if any(m.name == "slow" for m in node.own_markers):
+            node.own_markers[:] = [m for m in node.own_markers if m.name != "slow"]
+            for item in items:
+                if node in item.listchain() and item not in fast:
+                    item.add_marker(pytest.mark.slow)
     for item in items:
-        file = Path(str(item.path)).name
-        if f"{file}::{getattr(item, 'originalname', item.name)}" in FAST_TESTS:
+        if item in fast:
             item.own_markers[:] = [m for m in item.own_markers if m.name != "slow"]
         elif _is_slow(item):
             item.add_marker(pytest.mark.slow)
