@@ -35,9 +35,10 @@ from tests.milvus_server import milvus_server  # noqa: E402,F401
 # `make test` runs `-m "not slow"`: every module, in-process, in minutes. The `slow` lane
 # (`make test-slow`; `make test-all` runs both) holds what needs a browser, Ray, other processes
 # (the CLI or a loader in a subprocess, a `milvus-lite server`, several servers) or minutes of
-# wall time. The lists live here rather than as decorators so a lane is one place to read; chosen
-# from `pytest --durations=0` (seconds below: one full run on the shared 2-core machine, load
-# average about 10). tests/test_docs.py checks that every name still exists.
+# wall time. The lists live here rather than as decorators so a lane is read in one place (a
+# few files also mark tests slow themselves; FAST_TESTS overrides those). Chosen from
+# `pytest --durations=0` (seconds below: one full run on the shared 2-core machine, load average
+# about 10). tests/test_lanes.py checks that every name still exists.
 
 # Whole files.
 SLOW_FILES = {
@@ -63,6 +64,9 @@ SLOW_TESTS = {
         "torch and MiniLM in a subprocess (15 s)"
     ),
     "test_loaders.py::test_unstructured_paths_work_offline": "unstructured in a subprocess (12 s)",
+    "test_cli_query.py::test_query_refuses_a_collection_embedded_with_another_model": (
+        "the only fast test that would import torch and load MiniLM (11 s)"
+    ),
 }
 
 # Marked slow in their own file (or in a slow file), yet in-process and seconds long: the fast
