@@ -101,12 +101,17 @@ def test_every_package_module_is_in_the_contract() -> None:
         for p in (REPO / "deepsearcher").iterdir()
         if (p.suffix == ".py" or (p / "__init__.py").exists()) and not p.name.startswith("_")
     }
-    assert modules - named == set(), "modules outside the layers contract"
+    assert modules - named == set(), (
+        "modules outside the layers contract: add them to [tool.importlinter] in pyproject.toml "
+        "and to the layer table of docs/architecture.md"
+    )
 
 
 def _markdown_files() -> list[Path]:
     files = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "benchmarks/README.md"]
-    return files + sorted((REPO / "docs").rglob("*.md"))
+    # docs/pending-*.md are notes waiting to be folded into the guides, not published pages.
+    docs = [p for p in sorted((REPO / "docs").rglob("*.md")) if not p.name.startswith("pending-")]
+    return files + docs
 
 
 def _slug(heading: str) -> str:
