@@ -110,6 +110,7 @@ def _encode(answer: Answer) -> str:
 def _decode(payload: str) -> Answer:
     d = json.loads(zlib.decompress(base64.b64decode(payload)))
     d["sources"] = [Source(**s) for s in d["sources"]]
+    d["retrieved"] = [Source(**s) for s in d.get("retrieved", [])]
     d["usage"] = Usage(**d["usage"])
     return Answer(**d)
 
