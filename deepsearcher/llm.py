@@ -432,7 +432,10 @@ class OpenAIChatModel:
             return await client.chat.completions.create(**params)
         except openai.APIStatusError as exc:
             status = exc.status_code
-            if status == 429 or status >= 500:
+            # llama-cpp-python answers 500 to a request its validation refuses (an unknown
+            # response_format type): that is a refusal to drop the parameter for, not an outage.
+            refusal = status >= 500 and _names_optional_param(_describe(exc), params)
+            if (status == 429 or status >= 500) and not refusal:
                 raise _Retryable(_describe(exc), retry_after_s(exc.response.headers)) from exc
             raise LLMError(
                 f"LLM at {self.endpoint} rejected the request: {_describe(exc)}",
@@ -545,9 +548,22 @@ def _failure(state: RetryCallState) -> BaseException:
 
 
 def _refused(exc: LLMError) -> bool:
-    """A 400/422: the server does not accept something in the request."""
+    """A 400/422 (or an error naming an optional parameter): the server does not accept
+    something in the request."""
     cause = exc.__cause__
-    return isinstance(cause, openai.APIStatusError) and cause.status_code in (400, 422)
+    if not isinstance(cause, openai.APIStatusError):
+        return False
+    return cause.status_code in (400, 422) or bool(_OPTIONAL_PARAMS.search(exc.message))
+
+
+_OPTIONAL_PARAMS = re.compile(r"response_format|json_schema|logprobs|stream_options")
+
+
+def _names_optional_param(message: str, params: dict[str, Any]) -> bool:
+    return any(
+        m.group(0) in params or (m.group(0) == "json_schema" and "response_format" in params)
+        for m in _OPTIONAL_PARAMS.finditer(message)
+    )
 
 
 TOP_LOGPROBS = 5

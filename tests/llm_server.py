@@ -329,9 +329,10 @@ class ScriptedLLMServer:
         self.stream_usage = True
         # request parameters answered with an error naming them, as servers without the
         # feature do: "response_format", "logprobs", "stream_options", "tools", or
-        # "json_schema" (only response_format of that type, 422 like llama-cpp-python);
+        # "json_schema" (only response_format of that type, a 500 as llama-cpp-python sends);
         self.refuse: set[str] = set()
-        # decompose / reflect / reformulate replies that copy the prompt's example.
+        # decompose / reflect / reformulate replies that copy the prompt's example (format
+        # retries too: a model that always copies).
         self.copy_examples = False
         self.requests: list[Request] = []
         self.max_in_flight = 0
@@ -432,7 +433,8 @@ class ScriptedLLMServer:
             reply = rule.reply(req) if callable(rule.reply) else rule.reply
             return fault, reply, latency
         task = task_of(req)
-        if self.copy_examples and task in ("decompose", "reflect", "reformulate"):
+        asked = _task_message(req).lstrip().split("\n", 1)[0].removeprefix("TASK:").strip()
+        if self.copy_examples and asked in ("decompose", "reflect", "reformulate"):
             example = re.search(r'\{"queries": \[[^\]\n]*\]\}', _task_message(req))
             if example:
                 return fault, example.group(0), latency
@@ -557,15 +559,12 @@ class _Handler(BaseHTTPRequestHandler):
         refuse = self.scripted.refuse
         fmt = req.get("response_format") or {}
         if "json_schema" in refuse and fmt.get("type") == "json_schema":
-            # llama-cpp-python's FastAPI validation of its response_format type.
-            detail = [
-                {
-                    "type": "literal_error",
-                    "loc": ["body", "response_format", "type"],
-                    "msg": "Input should be 'text' or 'json_object'",
-                }
-            ]
-            self._send_json(422, {"detail": detail})
+            # What llama-cpp-python 0.3 answers: its validation error, as a 500.
+            message = (
+                "1 validation error: {'type': 'literal_error', 'loc': ('body', "
+                "'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}"
+            )
+            self._send_json(500, {"error": {"message": message, "type": "internal_server_error"}})
             return True
         for name in sorted(refuse - {"json_schema"}):
             if name in req:

@@ -232,13 +232,14 @@ def parse_str_list(text: str, *, max_items: int | None = None) -> list[str]:
     return out[:max_items] if max_items is not None else out
 
 
-_PLACEHOLDER = re.compile(r"^\s*<[^<>]*>\s*$")
+# "<the queries, as strings>", or a piece of one split at its comma.
+_PLACEHOLDER = re.compile(r"^\s*<|>\s*$")
 
 
 def copies_example(value: str) -> bool:
     """Whether ``value`` is a prompt's example or placeholder rather than an answer: small
     models copy the example out of the prompt."""
-    return bool(_PLACEHOLDER.match(value)) or " ".join(value.casefold().split()) in (
+    return bool(_PLACEHOLDER.search(value)) or " ".join(value.casefold().split()) in (
         prompts.EXAMPLE_TEXTS
     )
 

@@ -4,6 +4,7 @@ evidence and the model proposes nothing new, reformulations are built without it
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 
@@ -70,9 +71,10 @@ def standalone(query: str, question: str) -> str:
 
 def fallback_reformulations(question: str, retrieved: Sequence[Hit], limit: int) -> list[str]:
     """Reformulations without an LLM, for a loop that found too little: the question's key
-    words as one query, each part of a question joined with "and" or commas, then the
-    key words next to the headings of the best-ranked passages retrieved so far (``retrieved``
-    best first)."""
+    words as one query, each part of a question joined with "and" or commas, the key words
+    next to the headings of the best-ranked passages retrieved so far (``retrieved`` best
+    first), then neighbouring pairs of key words. More than ``limit``: the caller drops those
+    already searched."""
     if limit <= 0:
         return []
     words = key_words(question)
@@ -85,4 +87,6 @@ def fallback_reformulations(question: str, retrieved: Sequence[Hit], limit: int)
     for hit in retrieved[:5]:
         if hit.heading:
             out.append(f"{core} {hit.heading}".strip())
-    return [q for q in dict.fromkeys(q for q in out if q)][: limit * 3]
+    if len(words) >= 3:  # neighbouring pairs: what a keyword search matches on
+        out += [f"{a} {b}" for a, b in itertools.pairwise(words)]
+    return [q for q in dict.fromkeys(q for q in out if q)][: limit * 4]
