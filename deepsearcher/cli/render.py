@@ -161,7 +161,8 @@ class QueryView:
                 self._status.update(f"judging passages: {self.kept} kept, {self.dropped} dropped")
             if self.verbose:
                 mark = "[green]YES[/]" if event.kept else "[red]NO [/]"
-                self.err.print(f"   {mark} {event.source}", highlight=False)
+                margin = "" if event.margin is None else f" [dim](margin {event.margin:+.2f})[/]"
+                self.err.print(f"   {mark} {event.source}{margin}", highlight=False)
         elif t == "reflection":
             if event.gap_queries:
                 self.err.print(
