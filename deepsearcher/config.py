@@ -308,7 +308,7 @@ class QuerySettings(_Section):
     timeout_s: float = Field(300.0, gt=0, description="Budget: seconds per question.")
     max_context_chunks: int = Field(20, ge=1, description="Kept chunks passed to the answer.")
     min_evidence: int = Field(
-        3,
+        5,
         ge=0,
         le=100,
         description="Evidence floor of deep search: when the relevance judge keeps fewer "

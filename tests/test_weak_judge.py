@@ -67,7 +67,8 @@ def test_a_judge_that_says_no_leaves_the_best_ranked_passages_unverified_with_a_
     llm.add_rule("TASK: decompose", '{"queries": ["The NR-7 battery"]}')
     llm.add_rule("TASK: judge", "NO")
     llm.add_rule("TASK: answer", "Kestrel Energy supplies the NR-7 battery [1].")
-    answer, _events = _run(_agent(llm, max_iter=1, top_k=3), "Who supplies the NR-7 battery?")
+    agent = _agent(llm, max_iter=1, top_k=3, min_evidence=3)
+    answer, _events = _run(agent, "Who supplies the NR-7 battery?")
 
     assert answer.chunks_kept == 0 and answer.chunks_dropped == 3
     (call,) = llm.calls("answer")
@@ -116,7 +117,7 @@ def test_enough_kept_asks_reflection_as_before() -> None:
     llm.add_rule("TASK: judge", "YES")
     llm.add_rule("TASK: reflect", '{"queries": []}')
     llm.add_rule("TASK: answer", "Robots [1].")
-    answer, _ = _run(_agent(llm, max_iter=3, top_k=4), "Tell me about robots")
+    answer, _ = _run(_agent(llm, max_iter=3, top_k=4, min_evidence=3), "Tell me about robots")
     assert answer.iterations == 1 and len(llm.calls("reflect")) == 1
     assert not llm.calls("reformulate")
     assert answer.evidence == "verified" and all(s.verified for s in answer.sources)
@@ -187,7 +188,8 @@ def test_decomposition_verdicts_and_reflection_ask_for_a_schema() -> None:
     llm.add_rule("TASK: judge", '{"verdict": "YES"}')
     llm.add_rule("TASK: reflect", '{"queries": []}')
     llm.add_rule("TASK: answer", "Twelve kilograms [1].")
-    answer, _ = _run(_agent(llm, max_iter=2, top_k=3), "What does the robot carry?")
+    agent = _agent(llm, max_iter=2, top_k=3, min_evidence=3)
+    answer, _ = _run(agent, "What does the robot carry?")
     assert answer.chunks_kept == 3
     names = {s.name for s in llm.schemas if s is not None}
     assert names == {"queries", "verdict"}
