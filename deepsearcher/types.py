@@ -244,6 +244,9 @@ class Usage:
 
 
 Mode = Literal["deep", "naive", "retrieval-only"]
+# Notes about what an answer stands on (the evidence floor, citations) start with this. They
+# describe the answer, not a failure on the way: asked again, the same answer has them again.
+EVIDENCE_NOTE = "evidence: "
 # What an answer stands on: passages the relevance judge kept ("verified"), passages no judge
 # confirmed ("unverified": naive RAG, no LLM, or the judge kept too few), or nothing it cites.
 Evidence = Literal["verified", "unverified", "none"]

@@ -183,9 +183,6 @@ def default_reply(req: Request) -> str:
         return json.dumps(verdicts)
     if task == "reflect":
         return "[]"
-    if task == "reformulate":
-        words = sorted(_content_words(_line_value(text, "Question")))
-        return json.dumps([" ".join(words)] if words else [])
     if task == "answer":
         docs = _documents(text)
         if not docs:
@@ -331,7 +328,7 @@ class ScriptedLLMServer:
         # feature do: "response_format", "logprobs", "stream_options", "tools", or
         # "json_schema" (only response_format of that type, a 500 as llama-cpp-python sends);
         self.refuse: set[str] = set()
-        # decompose / reflect / reformulate replies that copy the prompt's example (format
+        # decompose / reflect replies that copy the prompt's example (format
         # retries too: a model that always copies).
         self.copy_examples = False
         self.requests: list[Request] = []
@@ -434,7 +431,7 @@ class ScriptedLLMServer:
             return fault, reply, latency
         task = task_of(req)
         asked = _task_message(req).lstrip().split("\n", 1)[0].removeprefix("TASK:").strip()
-        if self.copy_examples and asked in ("decompose", "reflect", "reformulate"):
+        if self.copy_examples and asked in ("decompose", "reflect"):
             example = re.search(r'\{"queries": \[[^\]\n]*\]\}', _task_message(req))
             if example:
                 return fault, example.group(0), latency

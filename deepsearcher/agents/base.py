@@ -23,7 +23,15 @@ from deepsearcher.llm import JsonSchema, LLMUnreachableError, Message, StreamPie
 from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
 from deepsearcher.store import CollectionInfo
-from deepsearcher.types import Answer, AnswerDeltaEvent, Event, Hit, Mode, Source
+from deepsearcher.types import (
+    EVIDENCE_NOTE,
+    Answer,
+    AnswerDeltaEvent,
+    Event,
+    Hit,
+    Mode,
+    Source,
+)
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -283,14 +291,14 @@ async def _write_answer(
     ]
     if passages and not cited and answer.answer:
         yield ctx.note(
-            f"the answer cites none of the {len(passages)} passage(s) it was given; they are "
-            "listed as retrieved, not as sources"
+            f"{EVIDENCE_NOTE}the answer cites none of the {len(passages)} passage(s) it was "
+            "given; they are listed as retrieved, not as sources"
         )
     weak = unsupported_citations(answer.answer, [h.text for h in passages])
     if weak:
         answer.unsupported_citations = weak
         yield ctx.note(
-            f"{len(weak)} cited sentence(s) not found in the passage they cite: "
+            f"{EVIDENCE_NOTE}{len(weak)} cited sentence(s) not found in the passage they cite: "
             + "; ".join(f'"{_short(w)}"' for w in weak[:3])
         )
 
@@ -305,7 +313,7 @@ def _settle_evidence(ctx: RunContext, answer: Answer, passages: Sequence[Hit]) -
     if not answer.sources:
         answer.evidence = "none"
         if not passages and answer.mode != "retrieval-only" and not answer.retrieved:
-            return [ctx.note("no passage was found: the answer rests on no evidence")]
+            return [ctx.note(f"{EVIDENCE_NOTE}no passage was found; the answer rests on none")]
         return []
     answer.evidence = "verified" if all(s.verified for s in answer.sources) else "unverified"
     return []

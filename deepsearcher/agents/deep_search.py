@@ -41,6 +41,7 @@ from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
 from deepsearcher.tools.web import WebSearchTool
 from deepsearcher.types import (
+    EVIDENCE_NOTE,
     Answer,
     DoneEvent,
     Event,
@@ -352,7 +353,8 @@ class DeepSearchAgent:
             if extra:
                 passages = passages + extra
                 yield ctx.note(
-                    f"the relevance judge kept {len(s.kept)} of {len(s.retrieved)} retrieved "
+                    f"{EVIDENCE_NOTE}the relevance judge kept {len(s.kept)} of "
+                    f"{len(s.retrieved)} retrieved "
                     f"passage(s), fewer than query.min_evidence ({q.min_evidence}); the answer "
                     f"also uses the {len(extra)} best-ranked one(s) it rejected, unverified"
                 )

@@ -64,7 +64,8 @@ Queries so far: {queries}
 Helpful passages:
 {documents}"""
 
-REFORMULATE = """TASK: reformulate
+# Reflection when the judge kept too little: the same step (and TASK name), asked to search on.
+REFORMULATE = """TASK: reflect
 Searching the documents has not found enough useful passages for the question yet. Write at \
 most {max_gaps} NEW search queries, different from the queries so far, that could find them: \
 the question's key words without filler, other words for its terms, one part of the question \
