@@ -310,7 +310,9 @@ class OpenAIChatModel:
             del params["logprobs"], params["top_logprobs"]
             what = "log-probabilities; judging by the verdict word alone"
         else:
-            self._schema_form += 1
+            # Concurrent calls refused the same form: the first moves on, the others follow.
+            used = 0 if params["response_format"].get("type") == "json_schema" else 1
+            self._schema_form = max(self._schema_form, used + 1)
             if self._schema_form < len(_SCHEMA_FORMS):
                 schema = _schema_of(params["response_format"])
                 params["response_format"] = _SCHEMA_FORMS[self._schema_form](schema)

@@ -306,6 +306,23 @@ def test_a_server_refusing_json_schema_gets_the_json_object_form_then_only_that(
     assert llm_server.requests[1]["response_format"]["schema"] == VERDICT.schema
 
 
+def test_concurrent_refusals_of_json_schema_still_try_json_object(
+    llm_server: ScriptedLLMServer,
+) -> None:
+    llm_server.refuse = {"json_schema"}
+    llm_server.latency = 0.05  # the four calls are in flight together when refused
+    llm_server.add_rule("say hello", '{"verdict": "NO"}')
+    model = make_model(llm_server)
+
+    async def four() -> list[Completion]:
+        return await asyncio.gather(*(model.complete(HELLO, schema=VERDICT) for _ in range(4)))
+
+    asyncio.run(four())
+    later = asyncio.run(model.complete(HELLO, schema=VERDICT))
+    assert later.text == '{"verdict": "NO"}'
+    assert llm_server.requests[-1]["response_format"]["type"] == "json_object"
+
+
 def test_a_server_refusing_response_format_is_asked_plainly_from_then_on(
     llm_server: ScriptedLLMServer,
 ) -> None:
