@@ -27,16 +27,15 @@ Reply with a JSON object only: {{"queries": [<the queries, as strings>]}}.
 Question: {question}"""
 
 JUDGE = """TASK: judge
-You check whether a passage from the documents is useful for answering a question.
 Question: {question}
-Search query that found it: {queries}
+Search query that found the passage: {queries}
 
 {document}
 
-Is this passage useful: does it state a fact, name, number, date, rule or definition that \
-helps answer the question or the search query, even partly? Answer YES if it does. Answer NO \
-only if it is about something else.
-Reply with one word, YES or NO (as JSON: {{"verdict": "YES"}} or {{"verdict": "NO"}})."""
+Is this passage useful for the question or the search query: does it state a fact, name, \
+number, date, rule or definition that helps answer it, even partly? YES if it does, NO only \
+if it is about something else.
+Reply with one word: YES or NO (in JSON: {{"verdict": "YES"}} or {{"verdict": "NO"}})."""
 
 JUDGE_BATCH = """TASK: judge-batch
 For each numbered passage from the documents, decide whether it is useful for answering the \
