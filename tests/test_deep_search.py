@@ -676,7 +676,9 @@ def test_log_probabilities_keep_what_a_strict_judge_doubts(
     judge_calls = [r for r in llm_server.requests if task_of(r) == "judge"]
     assert all(r["logprobs"] is True and r["top_logprobs"] == 5 for r in judge_calls)
     # The sub-query that found the passage is in the judge's prompt with the question.
-    assert all("Search query that found the passage: " in r["messages"][-1]["content"] for r in judge_calls)
+    assert all(
+        "Search query that found the passage: " in r["messages"][-1]["content"] for r in judge_calls
+    )
 
 
 def test_a_server_without_structured_output_or_logprobs_is_asked_plainly(
