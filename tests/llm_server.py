@@ -9,6 +9,13 @@ first), then a deterministic default responder keyed on the ``TASK:`` line that 
 ``deepsearcher.agents.prompts`` starts with, so a whole deep-search run works without rules.
 A rule may reply with native ``tool_calls`` (``ToolCallsReply``); a server without tool support
 is a "400" fault matched on requests that carry ``tools``.
+
+Real servers and small models fail in ways the default responder does not; attributes imitate
+them: ``strict_judge`` (every verdict NO), ``logprobs`` (log-probabilities that lean to YES for
+relevant passages even when the word is NO), ``stream_usage = False`` (no usage in streams),
+``refuse`` (parameters answered with an error: ``response_format``, ``json_schema``,
+``logprobs``, ``stream_options``), ``copy_examples`` (replies that copy the prompt's example),
+and the "abort" fault (a stream that ends without a finish_reason).
 """
 
 from __future__ import annotations
