@@ -26,7 +26,7 @@ from typing import Any
 from deepsearcher.config import Settings
 from deepsearcher.options import QueryOptions
 from deepsearcher.store import VectorStore
-from deepsearcher.types import Answer, Source, Usage
+from deepsearcher.types import EVIDENCE_NOTE, Answer, Source, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -50,10 +50,11 @@ def normalise_question(question: str) -> str:
 
 def cacheable(answer: Answer) -> bool:
     """Only a complete answer is kept: not one cut short by a budget, not a retrieval-only
-    fallback, not one with a note of something that went wrong on the way."""
+    fallback, not one with a note of something that went wrong on the way. Notes about its
+    evidence (``EVIDENCE_NOTE``) describe the answer itself and come back with it."""
     return (
         not answer.cut_short
-        and not answer.notes
+        and all(n.startswith(EVIDENCE_NOTE) for n in answer.notes)
         and answer.mode != "retrieval-only"
         and bool(answer.answer.strip())
         and all(s.kind == "doc" for s in answer.sources)
@@ -110,6 +111,7 @@ def _encode(answer: Answer) -> str:
 def _decode(payload: str) -> Answer:
     d = json.loads(zlib.decompress(base64.b64decode(payload)))
     d["sources"] = [Source(**s) for s in d["sources"]]
+    d["retrieved"] = [Source(**s) for s in d.get("retrieved", [])]
     d["usage"] = Usage(**d["usage"])
     return Answer(**d)
 

@@ -307,6 +307,24 @@ class QuerySettings(_Section):
     max_tokens: int = Field(200_000, ge=1, description="Budget: tokens per question.")
     timeout_s: float = Field(300.0, gt=0, description="Budget: seconds per question.")
     max_context_chunks: int = Field(20, ge=1, description="Kept chunks passed to the answer.")
+    min_evidence: int = Field(
+        5,
+        ge=0,
+        le=100,
+        description="Evidence floor of deep search: when the relevance judge keeps fewer "
+        "passages than this, the best-ranked retrieved passages it rejected are added to the "
+        "answer's context, marked unverified (evidence: unverified, with a note), and the loop "
+        "keeps searching with reformulated queries. 0 trusts the judge alone.",
+    )
+    judge_threshold: float = Field(
+        -2.0,
+        le=10,
+        ge=-20,
+        description="With a server that returns log-probabilities, a passage is kept when "
+        "log P(YES) - log P(NO) of the judge's verdict is at least this: 0 keeps what the "
+        "judge says, below 0 also keeps passages it rejects with doubt (small models say NO "
+        "too often). Without log-probabilities the YES/NO word decides.",
+    )
 
 
 class ResearchSettings(_Section):

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import random
+import re
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -50,20 +51,43 @@ class ToolCall:
     id: str = ""
 
 
+@dataclass(frozen=True)
+class JsonSchema:
+    """A reply shape for servers that constrain output (``response_format``): ``schema`` is a
+    JSON schema whose root is an object (OpenAI's strict mode wants that)."""
+
+    name: str
+    schema: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One generated token with its log-probability and the ``top`` alternatives there."""
+
+    token: str
+    logprob: float
+    top: dict[str, float] = field(default_factory=dict)
+
+
 @dataclass
 class Completion:
     text: str
     usage: Usage
     finish_reason: str | None
     tool_calls: list[ToolCall] = field(default_factory=list)
+    # The reply's tokens with their log-probabilities, when asked for and the server gave them.
+    logprobs: list[TokenLogprob] | None = None
 
 
 @dataclass
 class StreamPiece:
-    """A text delta; the last piece of a stream carries the call's usage instead."""
+    """A text delta; the last piece of a stream carries the call's usage instead. A piece with
+    ``replace`` holds the whole reply again (a broken stream was answered without streaming):
+    the caller drops the text received before it."""
 
     text: str = ""
     usage: Usage | None = None
+    replace: bool = False
 
 
 class ChatModel(Protocol):
@@ -76,11 +100,16 @@ class ChatModel(Protocol):
         max_tokens: int | None = None,
         temperature: float | None = None,
         tools: Sequence[ToolSchema] | None = None,
+        schema: JsonSchema | None = None,
+        logprobs: bool = False,
     ) -> Completion:
         """One chat completion. Raises LLMError (LLMUnavailableError once retries are spent).
 
         ``tools`` offers functions the model may call; a model (or server) without native tool
-        calls ignores them and replies with text, which callers parse for a JSON tool call."""
+        calls ignores them and replies with text, which callers parse for a JSON tool call.
+        ``schema`` asks for a reply constrained to it and ``logprobs`` for the tokens'
+        log-probabilities; a server that refuses either is asked without it (the prompt must
+        describe the format too), and ``Completion.logprobs`` stays None."""
         ...
 
     def stream(
@@ -93,6 +122,15 @@ class ChatModel(Protocol):
 class LLMUnreachableError(LLMUnavailableError):
     """No connection could be made (refused, unknown host, no route). Not retried: the next
     attempt would be refused the same way, so a run stops calling the LLM after the first."""
+
+
+class _StreamAborted(Exception):
+    """A stream the server broke off (dropped connection, no finish_reason): answered once
+    more without streaming instead of being retried as a stream."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class _Retryable(Exception):
@@ -118,6 +156,8 @@ _TRANSPORT_ERRORS = _transport_errors()
 # timeout is a TimeoutException, not a ConnectError: a slow server is worth a retry.)
 _CONNECT_ERRORS = _transport_errors("ConnectError")
 _STREAM_ERRORS: tuple[type[Exception], ...] = (openai.APIError, _Retryable, *_TRANSPORT_ERRORS)
+# Raised while reading a stream that had begun: the server or a proxy cut it.
+_ABORTS = _TRANSPORT_ERRORS
 # A reply that is late or unusable (5xx, 429, timeout, no choices) is worth another attempt.
 _CALL_RETRYABLE: tuple[type[Exception], ...] = (_Retryable, asyncio.TimeoutError)
 _STREAM_RETRYABLE: tuple[type[Exception], ...] = (
@@ -163,6 +203,10 @@ class OpenAIChatModel:
         self._backoff_cap_s = backoff_cap_s
         self._retry_after_cap_s = retry_after_cap_s
         self._tools_rejected = False  # llm.tool_calls=auto: the server said no to "tools" once
+        # What else the server refused (400/422) or ignored once, remembered like "tools".
+        self._logprobs_ok = True
+        self._schema_form = 0  # index into _SCHEMA_FORMS; past its end: no response_format
+        self._stream_usage_ok = True
         # httpx connection pools and asyncio semaphores belong to one event loop; one state per
         # loop lets an instance be built outside a loop and serve several asyncio.run() in turn.
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
@@ -208,6 +252,8 @@ class OpenAIChatModel:
         max_tokens: int | None = None,
         temperature: float | None = None,
         tools: Sequence[ToolSchema] | None = None,
+        schema: JsonSchema | None = None,
+        logprobs: bool = False,
     ) -> Completion:
         params = self._params(messages, max_tokens)
         params["temperature"] = self.settings.temperature if temperature is None else temperature
@@ -215,21 +261,67 @@ class OpenAIChatModel:
         native = bool(tools) and mode != "json" and not self._tools_rejected
         if native:
             params["tools"] = [dict(t) for t in tools or ()]
-        try:
-            return await self._complete(params)
-        except LLMError as exc:
-            if not (native and mode == "auto" and _rejects_tools(exc)):
-                raise
+        asked_logprobs = logprobs and self._logprobs_ok
+        if asked_logprobs:
+            params["logprobs"] = True
+            params["top_logprobs"] = TOP_LOGPROBS
+        if schema is not None and self._schema_form < len(_SCHEMA_FORMS):
+            params["response_format"] = _SCHEMA_FORMS[self._schema_form](schema)
+        while True:
+            try:
+                completion = await self._complete(params)
+            except LLMError as exc:
+                if not _refused(exc) or not self._drop_refused(params, exc, mode):
+                    raise
+                continue
+            if asked_logprobs and completion.logprobs is None and "logprobs" in params:
+                # The server ignores the parameter: stop asking for what never comes.
+                logger.info("LLM at %s returns no log-probabilities", self.endpoint)
+                self._logprobs_ok = False
+            return completion
+
+    def _drop_refused(self, params: dict[str, Any], exc: LLMError, tool_mode: str) -> bool:
+        """After a 400/422: drop (and remember) the optional parameter the server refused, so
+        the call can be made again. False when there is nothing left to drop."""
+        said = exc.message.lower()
+        blamed = [k for k in ("response_format", "logprobs", "tools") if k in params]
+        named = [
+            k
+            for k in blamed
+            if k.split("_")[0] in said or (k == "response_format" and "schema" in said)
+        ]
+        if not named and _TOO_LONG.search(said):
+            return False  # a prompt over the context: no parameter is to blame
+        # The server's message usually names the field; otherwise step down in this order: a
+        # schema form, then log-probabilities, then native tools.
+        if not (named or blamed):
+            return False
+        key = (named or blamed)[0]
+        if key == "tools":
+            if tool_mode != "auto":
+                return False
             # Many local servers (llama.cpp without --jinja, vLLM without a tool parser) answer
-            # 400 to "tools"; the caller's prompt also describes the JSON form, so go on without.
-            logger.warning(
-                "LLM at %s rejected native tool calls (%s); using JSON tool calls in text",
-                self.endpoint,
-                exc.message,
-            )
+            # 400 to "tools"; the caller's prompt also describes the JSON form.
             self._tools_rejected = True
             del params["tools"]
-            return await self._complete(params)
+            what = "native tool calls; using JSON tool calls in text"
+        elif key == "logprobs":
+            self._logprobs_ok = False
+            del params["logprobs"], params["top_logprobs"]
+            what = "log-probabilities; judging by the verdict word alone"
+        else:
+            # Concurrent calls refused the same form: the first moves on, the others follow.
+            used = 0 if params["response_format"].get("type") == "json_schema" else 1
+            self._schema_form = max(self._schema_form, used + 1)
+            if self._schema_form < len(_SCHEMA_FORMS):
+                schema = _schema_of(params["response_format"])
+                params["response_format"] = _SCHEMA_FORMS[self._schema_form](schema)
+                what = "one response_format form; trying another"
+            else:
+                del params["response_format"]
+                what = "structured output (response_format); parsing plain replies"
+        logger.warning("LLM at %s rejected %s (%s)", self.endpoint, what, exc.message)
+        return True
 
     async def _complete(self, params: dict[str, Any]) -> Completion:
         async def call(client: openai.AsyncOpenAI) -> Completion:
@@ -239,11 +331,13 @@ class OpenAIChatModel:
             if not resp.choices:
                 raise _Retryable("reply had no choices")
             choice = resp.choices[0]
+            text = choice.message.content or ""
             return Completion(
-                choice.message.content or "",
-                _usage(resp.usage),
+                text,
+                _usage(resp.usage, params["messages"], text),
                 choice.finish_reason,
                 _tool_calls(getattr(choice.message, "tool_calls", None)),
+                _logprobs(getattr(choice, "logprobs", None)),
             )
 
         async for attempt in self._retrying("call", _CALL_RETRYABLE):
@@ -259,39 +353,77 @@ class OpenAIChatModel:
         params = self._params(messages, max_tokens)
         params["temperature"] = self.settings.temperature
         params["stream"] = True
-        params["stream_options"] = {"include_usage": True}
+        if self._stream_usage_ok:
+            params["stream_options"] = {"include_usage": True}
+        sent: list[str] = []
+        try:
+            async for piece in self._stream(params, sent):
+                yield piece
+            return
+        except _StreamAborted as exc:
+            # llama.cpp's server (without --interrupt_requests false) aborts a stream when
+            # another request arrives, and proxies drop long streams; one reply without
+            # streaming is not interrupted that way.
+            logger.warning(
+                "LLM at %s broke off a streamed reply (%s); asking again without streaming",
+                self.endpoint,
+                exc.reason,
+            )
+            aborted = exc
+        try:
+            completion = await self.complete(messages, max_tokens=max_tokens)
+        except LLMError as exc:
+            raise LLMUnavailableError(
+                f"LLM at {self.endpoint} broke off a streamed reply ({aborted.reason}) and "
+                f"failed without streaming: {exc.message}",
+                self._hint(),
+            ) from exc
+        yield StreamPiece(text=completion.text, replace=bool(sent))
+        yield StreamPiece(usage=completion.usage)
+
+    async def _stream(self, params: dict[str, Any], sent: list[str]) -> AsyncIterator[StreamPiece]:
+        """The streamed attempts; a stream that breaks off raises ``_StreamAborted``."""
         async for attempt in self._retrying("stream", _STREAM_RETRYABLE):
             with attempt:
-                started = False
                 state = self._state()
                 async with state.semaphore:
                     try:
-                        usage = Usage(1)
+                        usage: Usage | None = None
                         finished = False
-                        chunks = await self._create(state.client, params)
+                        try:
+                            chunks = await self._create(state.client, params)
+                        except LLMError as exc:
+                            if "stream_options" not in params or not _refused(exc):
+                                raise
+                            logger.warning(
+                                "LLM at %s rejected stream_options (%s); counting tokens locally",
+                                self.endpoint,
+                                exc.message,
+                            )
+                            self._stream_usage_ok = False
+                            del params["stream_options"]
+                            chunks = await self._create(state.client, params)
                         async for chunk in chunks:
                             if chunk.usage:  # servers that ignore include_usage never send it
-                                usage = _usage(chunk.usage)
+                                usage = _usage(chunk.usage, (), "")
                             for choice in chunk.choices:
                                 finished = finished or choice.finish_reason is not None
                                 if choice.delta and choice.delta.content:
-                                    started = True
+                                    sent.append(choice.delta.content)
                                     yield StreamPiece(text=choice.delta.content)
                         if not finished:
                             # A connection closed mid-reply ends the SSE body like a normal end
                             # would; only the missing finish_reason tells a truncated answer
                             # apart.
-                            raise _Retryable("stream ended before the reply was finished")
+                            raise _StreamAborted("stream ended before the reply was finished")
+                        if usage is None:
+                            usage = estimate_usage(params["messages"], "".join(sent))
                         yield StreamPiece(usage=usage)
                         return
                     except _STREAM_ERRORS as exc:
                         reason, _ = _reason(exc, self.settings.timeout_s)
-                        if started:
-                            # Deltas already reached the caller; a retry would repeat them.
-                            raise LLMUnavailableError(
-                                f"LLM at {self.endpoint} broke off a streamed reply: {reason}",
-                                self._hint(),
-                            ) from exc
+                        if sent or isinstance(exc, _ABORTS):
+                            raise _StreamAborted(reason) from exc
                         if not isinstance(exc, _STREAM_RETRYABLE):
                             raise LLMError(f"LLM at {self.endpoint} failed: {reason}") from exc
                         raise
@@ -302,7 +434,10 @@ class OpenAIChatModel:
             return await client.chat.completions.create(**params)
         except openai.APIStatusError as exc:
             status = exc.status_code
-            if status == 429 or status >= 500:
+            # llama-cpp-python answers 500 to a request its validation refuses (an unknown
+            # response_format type): that is a refusal to drop the parameter for, not an outage.
+            refusal = status >= 500 and _names_optional_param(_describe(exc), params)
+            if (status == 429 or status >= 500) and not refusal:
                 raise _Retryable(_describe(exc), retry_after_s(exc.response.headers)) from exc
             raise LLMError(
                 f"LLM at {self.endpoint} rejected the request: {_describe(exc)}",
@@ -414,9 +549,83 @@ def _failure(state: RetryCallState) -> BaseException:
     return exc
 
 
-def _rejects_tools(exc: LLMError) -> bool:
+def _refused(exc: LLMError) -> bool:
+    """A 400/422 (or an error naming an optional parameter): the server does not accept
+    something in the request."""
     cause = exc.__cause__
-    return isinstance(cause, openai.APIStatusError) and cause.status_code in (400, 422)
+    if not isinstance(cause, openai.APIStatusError):
+        return False
+    return cause.status_code in (400, 422) or bool(_OPTIONAL_PARAMS.search(exc.message))
+
+
+_OPTIONAL_PARAMS = re.compile(r"response_format|json_schema|logprobs|stream_options")
+
+
+def _names_optional_param(message: str, params: dict[str, Any]) -> bool:
+    return any(
+        m.group(0) in params or (m.group(0) == "json_schema" and "response_format" in params)
+        for m in _OPTIONAL_PARAMS.finditer(message)
+    )
+
+
+TOP_LOGPROBS = 5
+_TOO_LONG = re.compile(r"context|too long|maximum .*length|too many tokens")
+
+
+def _json_schema_form(schema: JsonSchema) -> dict[str, Any]:
+    # OpenAI, vLLM, llama.cpp's llama-server, Ollama (OpenAI API), LM Studio.
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": schema.name, "schema": schema.schema, "strict": True},
+    }
+
+
+def _json_object_form(schema: JsonSchema) -> dict[str, Any]:
+    # llama-cpp-python's server (and older llama-server builds): a schema inside json_object.
+    return {"type": "json_object", "schema": schema.schema}
+
+
+_SCHEMA_FORMS: tuple[Callable[[JsonSchema], dict[str, Any]], ...] = (
+    _json_schema_form,
+    _json_object_form,
+)
+
+
+def _schema_of(response_format: dict[str, Any]) -> JsonSchema:
+    inner = response_format.get("json_schema") or {}
+    return JsonSchema(
+        str(inner.get("name", "reply")), inner.get("schema") or response_format.get("schema") or {}
+    )
+
+
+def _logprobs(raw: Any) -> list[TokenLogprob] | None:
+    content = getattr(raw, "content", None) if raw is not None else None
+    if not content:
+        return None
+    out = []
+    for item in content:
+        top = {
+            t.token: float(t.logprob)
+            for t in (getattr(item, "top_logprobs", None) or [])
+            if getattr(t, "token", None) is not None and getattr(t, "logprob", None) is not None
+        }
+        out.append(TokenLogprob(str(item.token), float(item.logprob), top))
+    return out
+
+
+CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text with BPE tokenizers
+
+
+def estimate_tokens(text: str) -> int:
+    """A local token count for servers that report none: characters / 4, rounded up."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def estimate_usage(messages: Sequence[Message], reply: str) -> Usage:
+    """One call's usage counted locally, marked ``estimated``."""
+    # A few tokens per message for the chat template's role markers.
+    prompt = sum(estimate_tokens(str(m.get("content") or "")) + 4 for m in messages)
+    return Usage(1, prompt, estimate_tokens(reply), estimated=True)
 
 
 def _tool_calls(calls: Any) -> list[ToolCall]:
@@ -436,9 +645,9 @@ def _tool_calls(calls: Any) -> list[ToolCall]:
     return out
 
 
-def _usage(u: Any) -> Usage:
-    if u is None:
-        return Usage(llm_calls=1)
+def _usage(u: Any, messages: Sequence[Message], reply: str) -> Usage:
+    if u is None or not (u.prompt_tokens or u.completion_tokens):
+        return estimate_usage(messages, reply)
     return Usage(1, u.prompt_tokens or 0, u.completion_tokens or 0)
 
 

@@ -185,6 +185,9 @@ class Source:
     title: str | None = None
     page_end: int | None = None
     record_id: str | None = None
+    # The relevance judge kept this passage. False: no judge read it (naive RAG, no LLM) or it
+    # was added unjudged or against a NO verdict to reach query.min_evidence.
+    verified: bool = False
 
     @property
     def label(self) -> str:
@@ -201,6 +204,7 @@ class Source:
             "end": self.end,
             "text": self.text,
             "collection": self.collection,
+            "verified": self.verified,
         }
         if self.record_id is not None:
             d["record_id"] = self.record_id
@@ -215,6 +219,8 @@ class Usage:
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Some tokens were counted locally (characters / 4): the server reported no usage.
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -224,16 +230,26 @@ class Usage:
         self.llm_calls += other.llm_calls
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        self.estimated = self.estimated or other.estimated
 
-    def to_dict(self) -> dict[str, int]:
-        return {
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
             "llm_calls": self.llm_calls,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
         }
+        if self.estimated:
+            d["estimated"] = True
+        return d
 
 
 Mode = Literal["deep", "naive", "retrieval-only"]
+# Notes about what an answer stands on (the evidence floor, citations) start with this. They
+# describe the answer, not a failure on the way: asked again, the same answer has them again.
+EVIDENCE_NOTE = "evidence: "
+# What an answer stands on: passages the relevance judge kept ("verified"), passages no judge
+# confirmed ("unverified": naive RAG, no LLM, or the judge kept too few), or nothing it cites.
+Evidence = Literal["verified", "unverified", "none"]
 
 
 @dataclass
@@ -253,6 +269,11 @@ class Answer:
     notes: list[str] = field(default_factory=list)  # visible degradations (web down, bad output)
     # Served from the answer cache: no search ran and no LLM was called for this reply.
     cached: bool = False
+    evidence: Evidence = "none"
+    # Passages the answer was given but does not cite, apart from ``sources`` (what it cites).
+    retrieved: list[Source] = field(default_factory=list)
+    # Cited sentences whose passages do not hold their key terms.
+    unsupported_citations: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -270,7 +291,11 @@ class Answer:
             },
             "seconds": round(self.seconds, 3),
             "cached": self.cached,
+            "evidence": self.evidence,
+            "retrieved": [s.to_dict() for s in self.retrieved],
         }
+        if self.unsupported_citations:
+            d["unsupported_citations"] = list(self.unsupported_citations)
         if self.cut_short:
             d["cut_short"] = self.cut_short
         if self.notes:
@@ -313,6 +338,8 @@ class VerdictEvent(EventBase):
     chunk_id: str = ""
     source: str = ""
     kept: bool = False
+    # log P(YES) - log P(NO) of the verdict, when the server returned log-probabilities.
+    margin: float | None = None
 
 
 @dataclass

@@ -9,11 +9,19 @@ first), then a deterministic default responder keyed on the ``TASK:`` line that 
 ``deepsearcher.agents.prompts`` starts with, so a whole deep-search run works without rules.
 A rule may reply with native ``tool_calls`` (``ToolCallsReply``); a server without tool support
 is a "400" fault matched on requests that carry ``tools``.
+
+Real servers and small models fail in ways the default responder does not; attributes imitate
+them: ``strict_judge`` (every verdict NO), ``logprobs`` (log-probabilities that lean to YES for
+relevant passages even when the word is NO), ``stream_usage = False`` (no usage in streams),
+``refuse`` (parameters answered with an error: ``response_format``, ``json_schema``,
+``logprobs``, ``stream_options``), ``copy_examples`` (replies that copy the prompt's example),
+and the "abort" fault (a stream that ends without a finish_reason).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 import threading
@@ -151,6 +159,17 @@ def _relevant(keywords: set[str], body: str) -> bool:
     return bool(keywords & set(re.findall(r"[a-z0-9]+", body.lower())))
 
 
+def judge_relevance(text: str) -> list[bool]:
+    """The default judge: a passage is relevant when it shares a content word with the
+    question or the search query that found it."""
+    head = text.split("<document", 1)[0]
+    query = re.search(r"^Search quer[^:\n]*:[ \t]*(.*)$", head, re.MULTILINE)
+    keywords = _content_words(
+        _line_value(head, "Question") + " " + (query.group(1) if query else "")
+    )
+    return [_relevant(keywords, body) for _, body in _documents(text)]
+
+
 def default_reply(req: Request) -> str:
     """Deterministic replies per prompt task; see the module docstring."""
     text = _task_message(req)
@@ -165,11 +184,7 @@ def default_reply(req: Request) -> str:
         unique = list(dict.fromkeys(queries))
         return json.dumps(unique[: int(limit.group(1))] if limit else unique)
     if task in ("judge", "judge-batch"):
-        head = text.split("<document", 1)[0]
-        keywords = _content_words(
-            _line_value(head, "Question") + " " + _line_value(head, "Search queries")
-        )
-        verdicts = ["YES" if _relevant(keywords, body) else "NO" for _, body in _documents(text)]
+        verdicts = ["YES" if v else "NO" for v in judge_relevance(text)]
         if task == "judge":
             return verdicts[0] if verdicts else "NO"
         return json.dumps(verdicts)
@@ -283,7 +298,7 @@ class _Fault:
     match: Match
 
 
-_FAULT_KINDS = ("timeout", "garbage", "bad_json", "disconnect")
+_FAULT_KINDS = ("timeout", "garbage", "bad_json", "disconnect", "abort")
 
 
 class ScriptedLLMServer:
@@ -292,7 +307,8 @@ class ScriptedLLMServer:
     Fault kinds: any HTTP status as a string ("500", "503", "429" with ``Retry-After: 0``, "400",
     "401"), "timeout" (hang ``hang_s`` then close without answering), "garbage" (200 with a
     nonsense reply), "bad_json" (200 with an invalid body), "disconnect" (drop the connection
-    mid-body; a stream is cut after its first delta).
+    mid-body; a stream is cut after its first delta), "abort" (a stream ends cleanly after its
+    first delta, without a finish_reason: llama.cpp aborting it for another request).
     """
 
     def __init__(
@@ -307,6 +323,21 @@ class ScriptedLLMServer:
         self.stream_stall_after: int | None = None
         self.stream_stall_s = 60.0
         self.model = model
+        # Imitations of real servers and models (all off by default):
+        # a judge that says NO to everything (its log-probabilities still lean to YES for
+        # relevant passages, as a strict small model's do);
+        self.strict_judge = False
+        # log-probabilities in replies to requests that ask for them (logprobs=true);
+        self.logprobs = False
+        # no usage in streamed replies, whatever stream_options asks (llama.cpp, some proxies);
+        self.stream_usage = True
+        # request parameters answered with an error naming them, as servers without the
+        # feature do: "response_format", "logprobs", "stream_options", "tools", or
+        # "json_schema" (only response_format of that type, a 500 as llama-cpp-python sends);
+        self.refuse: set[str] = set()
+        # decompose / reflect replies that copy the prompt's example (format
+        # retries too: a model that always copies).
+        self.copy_examples = False
         self.requests: list[Request] = []
         self.max_in_flight = 0
         self._in_flight = 0
@@ -396,13 +427,23 @@ class ScriptedLLMServer:
         with self._lock:
             self.requests.append(req)
             fault: _Fault | None = self._take(self._faults, req)
-            rule: _Rule | None = None if fault else self._take(self._rules, req)
+            # A cut or aborted reply is still the scripted one, cut.
+            cuts = fault is not None and fault.kind in ("disconnect", "abort")
+            rule: _Rule | None = None if fault and not cuts else self._take(self._rules, req)
         latency = self.latency if rule is None or rule.latency is None else rule.latency
         if fault is not None and fault.kind == "garbage":
             return None, GARBAGE_REPLY, latency
         if rule is not None:
             reply = rule.reply(req) if callable(rule.reply) else rule.reply
-            return None, reply, latency
+            return fault, reply, latency
+        task = task_of(req)
+        asked = _task_message(req).lstrip().split("\n", 1)[0].removeprefix("TASK:").strip()
+        if self.copy_examples and asked in ("decompose", "reflect"):
+            example = re.search(r'\{"queries": \[[^\]\n]*\]\}', _task_message(req))
+            if example:
+                return fault, example.group(0), latency
+        if self.strict_judge and task == "judge":
+            return fault, "NO", latency
         return fault, default_reply(req), latency
 
     def _enter(self) -> None:
@@ -413,6 +454,34 @@ class ScriptedLLMServer:
     def _leave(self) -> None:
         with self._lock:
             self._in_flight -= 1
+
+
+def _logprobs(reply: str, req: Request, strict: bool) -> dict[str, Any]:
+    """Log-probabilities of a reply's word-sized tokens. At a YES/NO word of a judge reply the
+    alternatives carry the judge's doubt: a relevant passage gets P(YES) 0.9 (0.3 from a
+    strict judge, which still says NO), an unrelated one 0.05 (0.01)."""
+    task = task_of(req)
+    relevant = judge_relevance(_task_message(req)) if task == "judge" else []
+    content = []
+    for piece in _pieces(reply):
+        word = piece.strip().strip("\"'{}:,").lower()
+        if task == "judge" and word in ("yes", "no"):
+            if relevant and relevant[0]:
+                p_yes = 0.3 if strict else 0.9
+            else:
+                p_yes = 0.01 if strict else 0.05
+            top = [("YES", math.log(p_yes)), ("NO", math.log(1 - p_yes)), ("Yes", -9.0)]
+            spoken = dict(top).get(piece.strip(), -0.1)
+        else:
+            top, spoken = [(piece, 0.0)], 0.0
+        content.append(
+            {
+                "token": piece,
+                "logprob": spoken,
+                "top_logprobs": [{"token": t, "logprob": lp} for t, lp in top],
+            }
+        )
+    return {"content": content}
 
 
 def _pieces(text: str) -> list[str]:
@@ -489,8 +558,33 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             server._leave()
 
+    def _refusal(self, req: Request) -> bool:
+        """Answer 400/422 to a parameter the server is set to refuse; True when it did."""
+        refuse = self.scripted.refuse
+        fmt = req.get("response_format") or {}
+        if "json_schema" in refuse and fmt.get("type") == "json_schema":
+            # What llama-cpp-python 0.3 answers: its validation error, as a 500.
+            message = (
+                "1 validation error: {'type': 'literal_error', 'loc': ('body', "
+                "'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}"
+            )
+            self._send_json(500, {"error": {"message": message, "type": "internal_server_error"}})
+            return True
+        for name in sorted(refuse - {"json_schema"}):
+            if name in req:
+                message = f"Unrecognized request argument supplied: {name}"
+                self._send_json(
+                    400, {"error": {"message": message, "type": "invalid_request_error"}}
+                )
+                return True
+        return False
+
     def _serve_chat(self, req: Request) -> None:
         server = self.scripted
+        if self._refusal(req):
+            with server._lock:
+                server.requests.append(req)
+            return
         fault, reply, latency = server._plan(req)
         if fault is not None and fault.kind == "timeout":
             server._stopping.wait(server.hang_s)
@@ -518,6 +612,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
             return
         cut = fault is not None and fault.kind == "disconnect"
+        abort = fault is not None and fault.kind == "abort"
         messages_text = "\n".join(_content_text(m.get("content")) for m in req.get("messages", []))
         reply_text = reply.text() if isinstance(reply, ToolCallsReply) else reply
         usage = {
@@ -528,7 +623,9 @@ class _Handler(BaseHTTPRequestHandler):
         model = req.get("model") or server.model
         if req.get("stream"):
             include_usage = bool((req.get("stream_options") or {}).get("include_usage"))
-            self._stream(reply_text, model, usage if include_usage else None, cut)
+            if not server.stream_usage:
+                include_usage = False
+            self._stream(reply_text, model, usage if include_usage else None, cut, abort)
             return
         native = isinstance(reply, ToolCallsReply)
         body = {
@@ -543,6 +640,11 @@ class _Handler(BaseHTTPRequestHandler):
                     if isinstance(reply, ToolCallsReply)
                     else {"role": "assistant", "content": reply},
                     "finish_reason": "tool_calls" if native else "stop",
+                    **(
+                        {"logprobs": _logprobs(reply_text, req, server.strict_judge)}
+                        if server.logprobs and req.get("logprobs") and not native
+                        else {}
+                    ),
                 }
             ],
             "usage": usage,
@@ -558,7 +660,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send_json(200, body)
 
-    def _stream(self, reply: str, model: str, usage: dict[str, int] | None, cut: bool) -> None:
+    def _stream(
+        self, reply: str, model: str, usage: dict[str, int] | None, cut: bool, abort: bool
+    ) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -590,7 +694,7 @@ class _Handler(BaseHTTPRequestHandler):
         pieces = [reply[i : i + size] for i in range(0, len(reply), size)] if size else None
         for i, piece in enumerate(pieces or _pieces(reply)):
             send({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
-            if cut and i == 0:
+            if (cut or abort) and i == 0:
                 self.close_connection = True
                 return
             if i + 1 == self.scripted.stream_stall_after and self.scripted._stopping.wait(

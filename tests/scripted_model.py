@@ -13,14 +13,28 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 
-from deepsearcher.llm import Completion, Message, StreamPiece, ToolCall, ToolSchema
+from deepsearcher.llm import (
+    Completion,
+    JsonSchema,
+    Message,
+    StreamPiece,
+    ToolCall,
+    ToolSchema,
+)
 from deepsearcher.types import Usage
 
 # One passage as the product's prompts delimit it (render_document); group 1 is its text.
 DOCUMENT = re.compile(r"<document[^>]*>\n(.*?)\n</document>", re.S)
 
-# A list of ToolCall replies with native tool calls (when the call offered tools).
-Reply = str | Exception | list[ToolCall] | Callable[[str], "str | list[ToolCall]"]
+# A list of ToolCall replies with native tool calls (when the call offered tools); a Completion
+# is returned as it is (to script log-probabilities or usage).
+Reply = (
+    str
+    | Exception
+    | list[ToolCall]
+    | Completion
+    | Callable[[str], "str | list[ToolCall] | Completion"]
+)
 Match = str | Callable[[str], bool]
 
 
@@ -58,6 +72,8 @@ class ScriptedChatModel:
         self._queue: deque[Reply] = deque()
         self.history: list[list[Message]] = []
         self.tools: list[list[ToolSchema] | None] = []  # the tools each call offered
+        self.schemas: list[JsonSchema | None] = []  # the reply schema each complete() asked for
+        self.logprobs: list[bool] = []  # whether each complete() asked for log-probabilities
 
     # -- scripting ---------------------------------------------------------------------------
 
@@ -83,8 +99,14 @@ class ScriptedChatModel:
         max_tokens: int | None = None,
         temperature: float | None = None,
         tools: Sequence[ToolSchema] | None = None,
+        schema: JsonSchema | None = None,
+        logprobs: bool = False,
     ) -> Completion:
+        self.schemas.append(schema)
+        self.logprobs.append(logprobs)
         reply = self._reply(messages, tools)
+        if isinstance(reply, Completion):
+            return reply
         if isinstance(reply, list):
             if not tools:
                 raise AssertionError("a native tool-call reply to a call that offered no tools")
@@ -104,7 +126,7 @@ class ScriptedChatModel:
 
     def _reply(
         self, messages: Sequence[Message], tools: Sequence[ToolSchema] | None
-    ) -> str | list[ToolCall]:
+    ) -> str | list[ToolCall] | Completion:
         self.history.append([dict(m) for m in messages])
         self.tools.append(list(tools) if tools else None)
         prompt = prompt_of(messages)

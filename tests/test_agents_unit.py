@@ -37,7 +37,8 @@ def _retriever(settings: Settings) -> Retriever:
 
 
 def _deep(llm: ScriptedChatModel, **query: Any) -> DeepSearchAgent:
-    settings = _settings(**query)
+    # The judge's own decisions: the evidence floor (query.min_evidence) has its own tests.
+    settings = _settings(**{"min_evidence": 0, **query})
     return DeepSearchAgent(settings, llm, _retriever(settings))
 
 

@@ -22,6 +22,8 @@ SCHEMA = {
     "usage",
     "chunks",
     "seconds",
+    "evidence",
+    "retrieved",
 }
 
 
@@ -54,6 +56,32 @@ def test_query_json_schema_and_citations(tmp_path: Path, llm_server: ScriptedLLM
     numbers = {s["n"] for s in out["sources"]}
     assert {int(n) for n in re.findall(r"\[(\d+)\]", out["answer"])} <= numbers
     assert any("Rafael Ortega" in s["text"] for s in out["sources"])
+    assert out["evidence"] == "verified" and all(s["verified"] for s in out["sources"])
+
+
+def test_query_json_shows_a_judge_that_said_no(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
+    # A small local model as served by llama.cpp: every verdict NO, no usage in streams.
+    llm_server.strict_judge = True
+    llm_server.stream_usage = False
+    env = {
+        "DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "q.db"),
+        "DEEPSEARCHER_LLM__BASE_URL": llm_server.base_url,
+    }
+    _load(tmp_path, env)
+    res = CliRunner().invoke(
+        app, ["query", "Who is the office manager in Austin?", "--json", "--max-iter", "2"], env=env
+    )
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert out["chunks"]["kept"] == 0 and out["iterations"] == 2  # it kept looking
+    assert out["evidence"] == "unverified"
+    assert out["sources"] and not any(s["verified"] for s in out["sources"])
+    assert any("fewer than query.min_evidence" in n for n in out["notes"])
+    assert out["usage"]["estimated"] is True and out["usage"]["completion_tokens"] > 0
+    res = CliRunner().invoke(app, ["query", "Who is the office manager in Austin?"], env=env)
+    assert "evidence: unverified" in res.stdout
 
 
 def test_query_live_view_and_naive_agent(tmp_path: Path, llm_server: ScriptedLLMServer) -> None:

@@ -27,6 +27,9 @@ def _with_llm(settings: Settings, server: ScriptedLLMServer, **query: Any) -> Se
     s.llm.model = "scripted"
     s.llm.timeout_s = 5
     s.llm.max_retries = 2
+    # The four small documents leave the default judge few passages to keep; these tests are
+    # about other steps, so the evidence floor is off unless a test sets it.
+    s.query.min_evidence = 0
     for key, value in query.items():
         setattr(s.query, key, value)
     return s
@@ -636,3 +639,103 @@ def test_cli_with_an_unreachable_llm_shows_passages_and_one_error(loaded: Settin
     assert res.exit_code == 1  # asked for deep search explicitly, and it could not be done
     assert "Rafael Ortega" in res.stdout  # the passages are still shown
     assert res.stderr.count("error:") == 1 and "note: LLM unreachable" not in res.stderr
+
+
+# -- a model weaker than the scripted default, through the real client ----------------------
+
+
+def test_a_judge_that_says_no_still_answers_from_unverified_evidence(
+    loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
+) -> None:
+    llm_server.strict_judge = True
+    ds = make_searcher(_with_llm(loaded, llm_server, max_iter=2, min_evidence=3))
+    answer, _events = _run(ds, "Who is the office manager in Austin?")
+    assert answer.chunks_kept == 0 and answer.chunks_dropped > 0
+    # It kept looking: reflection returned nothing, the loop searched reformulations.
+    assert answer.iterations == 2 and llm_server.count("reflect") == 1
+    assert answer.evidence == "unverified"
+    assert answer.sources and not any(s.verified for s in answer.sources)
+    assert any("fewer than query.min_evidence" in n for n in answer.notes)
+    (answer_call,) = [r for r in llm_server.requests if task_of(r) == "answer"]
+    assert answer_call["messages"][-1]["content"].count("<document") == 3
+
+
+def test_log_probabilities_keep_what_a_strict_judge_doubts(
+    loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
+) -> None:
+    # Every verdict is NO, but P(YES) is 0.3 for passages sharing the question's words and
+    # 0.01 for the others: the margin keeps the first (log 0.3/0.7 > query.judge_threshold).
+    llm_server.strict_judge = True
+    llm_server.logprobs = True
+    ds = make_searcher(_with_llm(loaded, llm_server, max_iter=1, min_evidence=0))
+    answer, events = _run(ds, "Who is the office manager in Austin?")
+    verdicts = [e for e in events if e.type == "verdict"]
+    assert all(e.margin is not None for e in verdicts)
+    assert 0 < answer.chunks_kept < len(verdicts)
+    assert answer.evidence == "verified" and "Rafael Ortega" in answer.sources[0].text
+    judge_calls = [r for r in llm_server.requests if task_of(r) == "judge"]
+    assert all(r["logprobs"] is True and r["top_logprobs"] == 5 for r in judge_calls)
+    # The sub-query that found the passage is in the judge's prompt with the question.
+    assert all(
+        "Search query that found the passage: " in r["messages"][-1]["content"] for r in judge_calls
+    )
+
+
+def test_a_server_without_structured_output_or_logprobs_is_asked_plainly(
+    loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
+) -> None:
+    llm_server.refuse = {"response_format", "logprobs"}
+    ds = make_searcher(_with_llm(loaded, llm_server, max_iter=1, max_llm_calls=120))
+    answer, _ = _run(ds, "Who is the office manager in Austin?")
+    assert answer.evidence == "verified" and not answer.notes
+    answered = [r for r in llm_server.requests if task_of(r) == "answer"]
+    assert answered and "Rafael Ortega" in answer.sources[0].text
+    refused = [r for r in llm_server.requests if "response_format" in r or "logprobs" in r]
+    judged = [r for r in llm_server.requests if task_of(r) == "judge"]
+    # Refused by the first calls (those in flight together), then not asked again.
+    assert 0 < len(refused) < len(judged)
+    last = llm_server.requests[-2]  # the last call before the answer
+    assert "response_format" not in last and "logprobs" not in last
+
+
+def test_usage_is_estimated_and_binds_when_the_server_sends_none_in_streams(
+    loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
+) -> None:
+    llm_server.stream_usage = False
+    ds = make_searcher(_with_llm(loaded, llm_server))
+    answer, _ = _run(ds, "Who is the office manager in Austin?", agent="naive")
+    assert answer.usage.estimated and answer.usage.completion_tokens > 0
+    assert answer.to_dict()["usage"]["estimated"] is True
+
+    # The token budget binds on estimated counts too.
+    tight = make_searcher(_with_llm(loaded, llm_server, max_tokens=400))
+    llm_server.add_rule("TASK: judge", lambda r: "YES")
+    cut, _ = _run(tight, "Who is the office manager in Austin?")
+    assert cut.cut_short == "token budget of 400 reached"
+
+
+def test_a_reply_copying_the_prompt_example_is_never_searched(
+    loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
+) -> None:
+    llm_server.copy_examples = True
+    ds = make_searcher(_with_llm(loaded, llm_server, max_iter=2))
+    answer, _ = _run(ds, "Who is the office manager in Austin?")
+    assert not any("<" in q or "as strings" in q for q in answer.sub_queries)
+    assert answer.sub_queries[0] == "Who is the office manager in Austin?"
+    assert any(
+        n.startswith("decomposition failed") and "copies the example" in n for n in answer.notes
+    ), answer.notes
+
+
+def test_an_answer_stream_the_server_aborts_is_written_again_without_streaming(
+    loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
+) -> None:
+    llm_server.add_fault("abort", match=lambda r: bool(r.get("stream")))
+    ds = make_searcher(_with_llm(loaded, llm_server))
+    answer, events = _run(ds, "Who is the office manager in Austin?")
+    assert answer.answer.endswith("[1]") and answer.sources
+    streamed = "".join(e.text for e in events if e.type == "answer_delta")
+    assert streamed and streamed != answer.answer  # the first words, then the break
+    assert any("broke off" in n and "written again" in n for n in answer.notes)
+    answers = [r for r in llm_server.requests if task_of(r) == "answer"]
+    assert [bool(r.get("stream")) for r in answers] == [True, False]

@@ -12,7 +12,13 @@ import pytest
 from deepsearcher.agents import prompts
 from deepsearcher.config import LLMSettings
 from deepsearcher.errors import LLMError, LLMUnavailableError
-from deepsearcher.llm import Completion, OpenAIChatModel, StreamPiece, build_chat_model
+from deepsearcher.llm import (
+    Completion,
+    JsonSchema,
+    OpenAIChatModel,
+    StreamPiece,
+    build_chat_model,
+)
 from tests.llm_server import ScriptedLLMServer
 
 NO_KEY_ENV = "DEEPSEARCHER_TEST_UNSET_KEY"
@@ -202,12 +208,163 @@ def test_stream_failing_before_first_delta_is_retried(llm_server: ScriptedLLMSer
     assert len(llm_server.requests) == 3
 
 
-def test_stream_cut_mid_reply_raises_unavailable(llm_server: ScriptedLLMServer) -> None:
+@pytest.mark.parametrize("kind", ["disconnect", "abort"])
+def test_a_stream_cut_mid_reply_is_asked_again_without_streaming(
+    llm_server: ScriptedLLMServer, kind: str
+) -> None:
     llm_server.add_rule("say hello", "one two three")
-    llm_server.add_fault("disconnect")
+    llm_server.add_fault(kind, match=lambda r: bool(r.get("stream")))
+    pieces = collect(make_model(llm_server), HELLO)
+
+    # The first delta reached the caller; the whole reply follows, marked to replace it.
+    assert [p.text for p in pieces if p.text and not p.replace] == ["one "]
+    (whole,) = [p for p in pieces if p.replace]
+    assert whole.text == "one two three"
+    assert pieces[-1].usage is not None and pieces[-1].usage.llm_calls == 1
+    assert [bool(r.get("stream")) for r in llm_server.requests] == [True, False]
+
+
+def test_a_stream_that_ends_unfinished_before_any_text_is_asked_again_unstreamed(
+    llm_server: ScriptedLLMServer,
+) -> None:
+    llm_server.add_rule("say hello", "hello")  # one delta: the abort comes right after it
+    llm_server.add_rule(lambda r: bool(r.get("stream")), "")
+    llm_server.add_fault("abort", match=lambda r: bool(r.get("stream")))
+    pieces = collect(make_model(llm_server), HELLO)
+    assert "".join(p.text for p in pieces) == "hello"
+    assert not any(p.replace for p in pieces)  # nothing was shown before: nothing to replace
+    assert [bool(r.get("stream")) for r in llm_server.requests] == [True, False]
+
+
+def test_a_broken_stream_whose_retry_fails_too_raises_unavailable(
+    llm_server: ScriptedLLMServer,
+) -> None:
+    llm_server.add_rule("say hello", "one two three")
+    llm_server.add_fault("disconnect", match=lambda r: bool(r.get("stream")))
+    llm_server.add_fault("400", match=lambda r: not r.get("stream"))
     with pytest.raises(LLMUnavailableError, match="broke off a streamed reply"):
         collect(make_model(llm_server), HELLO)
-    assert len(llm_server.requests) == 1  # deltas reached the caller: no retry repeats them
+    assert len(llm_server.requests) == 2
+
+
+def test_a_stream_without_usage_is_counted_locally_and_marked_estimated(
+    llm_server: ScriptedLLMServer,
+) -> None:
+    llm_server.stream_usage = False
+    llm_server.add_rule("say hello", "Hello there, dear tests!")
+    usage = collect(make_model(llm_server), HELLO)[-1].usage
+    assert usage is not None and usage.estimated
+    assert usage.completion_tokens == 6  # 24 characters / 4
+    assert usage.prompt_tokens == len(HELLO[0]["content"]) // 4 + 1 + 4
+    assert usage.to_dict()["estimated"] is True
+    assert llm_server.requests[0]["stream_options"] == {"include_usage": True}
+
+
+def test_a_server_that_refuses_stream_options_is_asked_without_them_once(
+    llm_server: ScriptedLLMServer,
+) -> None:
+    llm_server.refuse = {"stream_options"}
+    llm_server.add_rule("say hello", "hi there")
+    model = make_model(llm_server)
+    for _ in range(2):
+        pieces = collect(model, HELLO)
+        assert "".join(p.text for p in pieces) == "hi there"
+        assert pieces[-1].usage is not None and pieces[-1].usage.estimated
+    # refused once, then remembered: 1 refused + 2 answered
+    assert ["stream_options" in r for r in llm_server.requests] == [True, False, False]
+
+
+def test_usage_reported_by_the_server_is_not_estimated(llm_server: ScriptedLLMServer) -> None:
+    llm_server.add_rule("say hello", "hi there")
+    usage = collect(make_model(llm_server), HELLO)[-1].usage
+    assert usage is not None and not usage.estimated and usage.prompt_tokens == 5
+
+
+VERDICT = JsonSchema(
+    "verdict",
+    {"type": "object", "properties": {"verdict": {"type": "string"}}, "required": ["verdict"]},
+)
+
+
+def test_structured_output_is_asked_as_json_schema(llm_server: ScriptedLLMServer) -> None:
+    llm_server.add_rule("say hello", '{"verdict": "YES"}')
+    asyncio.run(make_model(llm_server).complete(HELLO, schema=VERDICT))
+    fmt = llm_server.requests[0]["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"] == VERDICT.schema
+
+
+def test_a_server_refusing_json_schema_gets_the_json_object_form_then_only_that(
+    llm_server: ScriptedLLMServer,
+) -> None:
+    llm_server.refuse = {"json_schema"}  # llama-cpp-python: 422 on type json_schema
+    llm_server.add_rule("say hello", '{"verdict": "NO"}')
+    model = make_model(llm_server)
+    for _ in range(2):
+        assert asyncio.run(model.complete(HELLO, schema=VERDICT)).text == '{"verdict": "NO"}'
+    types = [r["response_format"]["type"] for r in llm_server.requests]
+    assert types == ["json_schema", "json_object", "json_object"]
+    assert llm_server.requests[1]["response_format"]["schema"] == VERDICT.schema
+
+
+def test_concurrent_refusals_of_json_schema_still_try_json_object(
+    llm_server: ScriptedLLMServer,
+) -> None:
+    llm_server.refuse = {"json_schema"}
+    llm_server.latency = 0.05  # the four calls are in flight together when refused
+    llm_server.add_rule("say hello", '{"verdict": "NO"}')
+    model = make_model(llm_server)
+
+    async def four() -> list[Completion]:
+        return await asyncio.gather(*(model.complete(HELLO, schema=VERDICT) for _ in range(4)))
+
+    asyncio.run(four())
+    later = asyncio.run(model.complete(HELLO, schema=VERDICT))
+    assert later.text == '{"verdict": "NO"}'
+    assert llm_server.requests[-1]["response_format"]["type"] == "json_object"
+
+
+def test_a_server_refusing_response_format_is_asked_plainly_from_then_on(
+    llm_server: ScriptedLLMServer,
+) -> None:
+    llm_server.refuse = {"response_format"}
+    llm_server.add_rule("say hello", "YES")
+    model = make_model(llm_server)
+    for _ in range(2):
+        assert asyncio.run(model.complete(HELLO, schema=VERDICT)).text == "YES"
+    assert ["response_format" in r for r in llm_server.requests] == [True, True, False, False]
+
+
+def test_logprobs_are_returned_when_the_server_gives_them(llm_server: ScriptedLLMServer) -> None:
+    llm_server.logprobs = True
+    llm_server.add_rule("say hello", "NO")
+    result = asyncio.run(make_model(llm_server).complete(HELLO, logprobs=True))
+    assert llm_server.requests[0]["logprobs"] is True
+    assert llm_server.requests[0]["top_logprobs"] == 5
+    assert result.logprobs is not None and result.logprobs[0].token == "NO"
+
+
+def test_logprobs_refused_or_ignored_are_not_asked_again(llm_server: ScriptedLLMServer) -> None:
+    llm_server.add_rule("say hello", "YES")
+    ignoring = make_model(llm_server)  # the default scripted server ignores the parameter
+    for _ in range(2):
+        assert asyncio.run(ignoring.complete(HELLO, logprobs=True)).logprobs is None
+    assert ["logprobs" in r for r in llm_server.requests] == [True, False]
+
+    llm_server.reset()
+    llm_server.add_rule("say hello", "YES")
+    llm_server.refuse = {"logprobs"}
+    refusing = make_model(llm_server)
+    for _ in range(2):
+        assert asyncio.run(refusing.complete(HELLO, logprobs=True)).text == "YES"
+    assert ["logprobs" in r for r in llm_server.requests] == [True, False, False]
+
+
+def test_a_context_overflow_400_drops_no_feature(llm_server: ScriptedLLMServer) -> None:
+    model = make_model(llm_server)
+    exc = LLMError("LLM at x rejected the request: 400 the prompt exceeds the context window")
+    params: dict[str, Any] = {"logprobs": True, "top_logprobs": 5}
+    assert model._drop_refused(params, exc, "auto") is False
+    assert "logprobs" in params
 
 
 def test_missing_key_without_base_url_is_a_clear_error() -> None:

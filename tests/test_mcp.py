@@ -154,6 +154,7 @@ def test_stdio_session_loads_searches_and_answers(
             assert "45 euros" in answer["answer"] and "[1]" in answer["answer"]
             assert Path(answer["sources"][0]["source"]).name == "travel.md"
             assert answer["usage"]["llm_calls"] == len(llm_server.requests) > 0
+            assert answer["evidence"] == "verified" and "retrieved" not in answer
             assert steps[0].startswith("sub-queries: ") and steps[-1] == "done"
             assert any(m.startswith("searched ") for m in steps)
             assert any(m.startswith("kept ") and "travel.md" in m for m in steps)

@@ -63,6 +63,7 @@ class InFlightModel(ScriptedChatModel):
         max_tokens: int | None = None,
         temperature: float | None = None,
         tools: Sequence[ToolSchema] | None = None,
+        **extra: Any,
     ) -> Completion:
         task = task_of(messages)
         self.in_flight[task] = self.in_flight.get(task, 0) + 1
@@ -70,7 +71,7 @@ class InFlightModel(ScriptedChatModel):
         try:
             for _ in range(3):
                 await asyncio.sleep(0)
-            return await super().complete(messages, max_tokens=max_tokens, tools=tools)
+            return await super().complete(messages, max_tokens=max_tokens, tools=tools, **extra)
         finally:
             self.in_flight[task] -= 1
 

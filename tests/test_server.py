@@ -56,6 +56,9 @@ def test_chat_answers_with_cited_sources(
     assert extra["sources"][0]["source"] == "travel.md" and extra["sources"][0]["n"] == 1
     assert str(root) not in json.dumps(extra)
     assert extra["deepsearcher"]["mode"] == "deep" and extra["deepsearcher"]["question"] == QUESTION
+    # What a chatbot can show: the answer's evidence, judged or not.
+    assert extra["evidence"] == extra["deepsearcher"]["evidence"] == "verified"
+    assert "retrieved" not in extra["deepsearcher"]  # uncited passages stay out of a chat reply
     assert resp.object == "chat.completion" and resp.choices[0].finish_reason == "stop"
     assert resp.usage.total_tokens == resp.usage.prompt_tokens + resp.usage.completion_tokens > 0
     assert llm_server.count("rewrite") == 0  # no history: no rewrite call
@@ -129,6 +132,7 @@ def test_streaming_matches_the_plain_answer(serve: Serve) -> None:
     final = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop")
     assert final.choices[0].delta.content.startswith("\n\nSources:\n[1] ")
     assert final.model_extra["sources"][0]["source"].endswith("travel.md")
+    assert final.model_extra["evidence"] == "verified"
     assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
 
 
@@ -152,6 +156,11 @@ def test_query_endpoint_answers_with_the_documented_schema(
     }
     assert out["mode"] == "naive" and out["sources"] and "45 euros" in out["answer"]
     assert out["usage"]["llm_calls"] == len(llm_server.requests)
+    # Naive RAG cites what retrieval found, unjudged; the passages it did not cite come apart.
+    assert out["evidence"] == "unverified" and not any(s["verified"] for s in out["sources"])
+    cited = {s["n"] for s in out["sources"]}
+    assert len(out["retrieved"]) == 3 - len(cited)
+    assert cited.isdisjoint(r["n"] for r in out["retrieved"])
 
 
 JSON = {"content-type": "application/json"}

@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence, Set
 from typing import TypeVar
 
 from deepsearcher.agents import prompts
+from deepsearcher.agents.citations import unsupported_citations
 from deepsearcher.agents.parsing import (
     ReasoningFilter,
     clean_output,
@@ -18,16 +19,25 @@ from deepsearcher.agents.parsing import (
 )
 from deepsearcher.aio import TaskPump
 from deepsearcher.errors import BudgetExceeded, LLMError
-from deepsearcher.llm import LLMUnreachableError, Message, StreamPiece
+from deepsearcher.llm import JsonSchema, LLMUnreachableError, Message, StreamPiece
 from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
 from deepsearcher.store import CollectionInfo
-from deepsearcher.types import Answer, AnswerDeltaEvent, Event, Hit, Mode, Source
+from deepsearcher.types import (
+    EVIDENCE_NOTE,
+    Answer,
+    AnswerDeltaEvent,
+    Event,
+    Hit,
+    Mode,
+    Source,
+)
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _CITATION = re.compile(r"\[(\d{1,3})\]")
+STREAM_REPLACED = "the streamed answer broke off; it was written again in full"
 
 
 async def ask(
@@ -36,12 +46,15 @@ async def ask(
     parse: Callable[[str], T],
     *,
     budgeted: bool = True,
+    schema: JsonSchema | None = None,
 ) -> T:
-    """One parsed LLM call (retried once on unusable output) within the run's budget."""
+    """One parsed LLM call (retried once on unusable output) within the run's budget;
+    ``schema`` constrains the reply where the server supports it."""
     llm = ctx.llm
     assert llm is not None
     return await ctx.llm_call(
-        lambda: complete_parsed(llm, messages, parse, usage=ctx.usage), budgeted=budgeted
+        lambda: complete_parsed(llm, messages, parse, usage=ctx.usage, schema=schema),
+        budgeted=budgeted,
     )
 
 
@@ -130,7 +143,7 @@ async def _route(
     return chosen, events
 
 
-def hit_to_source(n: int, hit: Hit) -> Source:
+def hit_to_source(n: int, hit: Hit, verified: bool = False) -> Source:
     return Source(
         n=n,
         source=hit.source,
@@ -143,6 +156,7 @@ def hit_to_source(n: int, hit: Hit) -> Source:
         title=hit.title,
         page_end=hit.page_end,
         record_id=hit.record_id,
+        verified=verified,
     )
 
 
@@ -150,9 +164,9 @@ def _passages(hits: Sequence[Hit]) -> str:
     return "\n\n".join(render_document(h, i) for i, h in enumerate(hits, start=1))
 
 
-def cited_sources(answer_text: str, passages: Sequence[Hit]) -> tuple[str, list[Source], int]:
-    """Sources the answer cites (all passages if it cites none). Citations pointing at no
-    passage are removed from the text and counted, so every [n] left has a source."""
+def cited_sources(answer_text: str, passages: Sequence[Hit]) -> tuple[str, list[int], int]:
+    """The passage numbers the answer cites, in order. Citations pointing at no passage are
+    removed from the text and counted, so every [n] left has a source."""
     cited: list[int] = []
     invalid = 0
 
@@ -167,8 +181,7 @@ def cited_sources(answer_text: str, passages: Sequence[Hit]) -> tuple[str, list[
         return ""
 
     text = _CITATION.sub(keep, answer_text)
-    numbers = sorted(cited) or list(range(1, len(passages) + 1))
-    return text, [hit_to_source(n, passages[n - 1]) for n in numbers], invalid
+    return text, sorted(cited), invalid
 
 
 async def write_answer(
@@ -177,23 +190,42 @@ async def write_answer(
     passages: Sequence[Hit],
     answer: Answer,
     fallback: Sequence[Hit] = (),
+    verified: Set[str] = frozenset(),
 ) -> AsyncIterator[Event]:
-    """Stream the cited answer; fill ``answer.answer`` and ``answer.sources``.
+    """Stream the cited answer; fill ``answer.answer``, ``sources`` (the passages it cites),
+    ``retrieved`` (those it does not), ``unsupported_citations`` and ``evidence``.
 
-    The stream gets the time left in the run; reasoning blocks are dropped from the deltas. If
-    the LLM fails here, the answer lists the evidence instead: the kept passages, or when none
-    were kept (verdicts failed too) the best ``fallback`` hits, unjudged. Out of time, a
-    partial answer is kept, marked cut short."""
+    ``verified`` holds the ids of the passages the relevance judge kept. The stream gets the
+    time left in the run; reasoning blocks are dropped from the deltas. If the LLM fails here,
+    the answer lists the evidence instead: the passages, or when there are none (verdicts
+    failed too) the best ``fallback`` hits, unjudged. Out of time, a partial answer is kept,
+    marked cut short."""
+    async for ev in _write_answer(ctx, question, passages, answer, fallback, verified):
+        yield ev
+    for ev in _settle_evidence(ctx, answer, passages):
+        yield ev
+
+
+async def _write_answer(
+    ctx: RunContext,
+    question: str,
+    passages: Sequence[Hit],
+    answer: Answer,
+    fallback: Sequence[Hit],
+    verified: Set[str],
+) -> AsyncIterator[Event]:
     assert ctx.llm is not None
     evidence = list(passages) or list(fallback)[:5]
     if ctx.unreachable is not None:
         yield ctx.unreachable_note()
-        _answer_from_evidence(answer, evidence, "the LLM could not be reached", retrieval=True)
+        _answer_from_evidence(
+            answer, evidence, "the LLM could not be reached", verified, retrieval=True
+        )
         return
     if ctx.remaining_s() <= 0:
         ctx.cut_short = ctx.cut_short or ctx.time_reason()
         yield ctx.note(f"no time left to write the answer: {ctx.time_reason()}")
-        _answer_from_evidence(answer, evidence, ctx.time_reason())
+        _answer_from_evidence(answer, evidence, ctx.time_reason(), verified)
         return
     cut = prompts.CUT_SHORT_NOTE.format(reason=ctx.cut_short) if ctx.cut_short else ""
     prompt = prompts.ANSWER.format(
@@ -208,6 +240,12 @@ async def write_answer(
     )
     try:
         while (piece := await stream.next(ctx.remaining_s())) is not None:
+            if piece.replace:
+                # The stream broke off and the reply came again whole, without streaming: the
+                # note tells the reader the text so far is replaced by the final answer.
+                yield ctx.note(STREAM_REPLACED)
+                parts = [piece.text]
+                continue
             if piece.text:
                 parts.append(piece.text)
                 if shown := visible.feed(piece.text):
@@ -220,33 +258,79 @@ async def write_answer(
         ctx.cut_short = ctx.cut_short or ctx.time_reason()
         yield ctx.note(f"answer cut short: {ctx.time_reason()}")
         if not clean_output("".join(parts)):
-            _answer_from_evidence(answer, evidence, ctx.time_reason())
+            _answer_from_evidence(answer, evidence, ctx.time_reason(), verified)
             return
     except LLMError as exc:
         if isinstance(exc, LLMUnreachableError):
             ctx.unreachable = exc
             yield ctx.unreachable_note()
-            _answer_from_evidence(answer, evidence, "the LLM could not be reached", retrieval=True)
+            _answer_from_evidence(
+                answer, evidence, "the LLM could not be reached", verified, retrieval=True
+            )
             return
         # Visible degradation: say the LLM failed and hand over the evidence found so far.
         yield ctx.note(f"answer step failed: {exc.message}")
-        _answer_from_evidence(answer, evidence, f"the LLM failed while answering ({exc.message})")
+        _answer_from_evidence(
+            answer, evidence, f"the LLM failed while answering ({exc.message})", verified
+        )
         return
     finally:
         stream.close()
 
-    text, sources, invalid = cited_sources(clean_output("".join(parts)), passages)
+    text, cited, invalid = cited_sources(clean_output("".join(parts)), passages)
     if invalid:
         yield ctx.note(f"removed {invalid} citation(s) that pointed at no passage")
     answer.answer = text.strip()
-    answer.sources = sources if passages else []
+    answer.sources = [
+        hit_to_source(n, passages[n - 1], passages[n - 1].id in verified) for n in cited
+    ]
+    answer.retrieved = [
+        hit_to_source(n, h, h.id in verified)
+        for n, h in enumerate(passages, start=1)
+        if n not in cited
+    ]
+    if passages and not cited and answer.answer:
+        yield ctx.note(
+            f"{EVIDENCE_NOTE}the answer cites none of the {len(passages)} passage(s) it was "
+            "given; they are listed as retrieved, not as sources"
+        )
+    weak = unsupported_citations(answer.answer, [h.text for h in passages])
+    if weak:
+        answer.unsupported_citations = weak
+        yield ctx.note(
+            f"{EVIDENCE_NOTE}{len(weak)} cited sentence(s) not found in the passage they cite: "
+            + "; ".join(f'"{_short(w)}"' for w in weak[:3])
+        )
+
+
+def _short(text: str, limit: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _settle_evidence(ctx: RunContext, answer: Answer, passages: Sequence[Hit]) -> list[Event]:
+    """Set ``answer.evidence`` from its sources; an answer that stands on nothing says so."""
+    if not answer.sources:
+        answer.evidence = "none"
+        if not passages and answer.mode != "retrieval-only" and not answer.retrieved:
+            return [ctx.note(f"{EVIDENCE_NOTE}no passage was found; the answer rests on none")]
+        return []
+    answer.evidence = "verified" if all(s.verified for s in answer.sources) else "unverified"
+    return []
 
 
 def _answer_from_evidence(
-    answer: Answer, evidence: Sequence[Hit], reason: str, *, retrieval: bool = False
+    answer: Answer,
+    evidence: Sequence[Hit],
+    reason: str,
+    verified: Set[str],
+    *,
+    retrieval: bool = False,
 ) -> None:
     answer.answer = fallback_answer(evidence, reason=reason)
-    answer.sources = [hit_to_source(i, h) for i, h in enumerate(evidence, start=1)]
+    answer.sources = [
+        hit_to_source(i, h, h.id in verified) for i, h in enumerate(evidence, start=1)
+    ]
     if retrieval:  # no LLM took part in this answer: say so in the mode, not only in a note
         answer.mode = "retrieval-only"
 

@@ -5,6 +5,10 @@ reflect for gap queries) x max_iter -> cited answer. Each step degrades visibly 
 misbehaves: a failed decomposition searches the question itself, an unusable verdict drops the
 chunk and counts it, a failed reflection ends the loop, and a spent budget answers with what
 was found, marked as cut short.
+
+The judge's verdicts never leave the answer with less than retrieval found: below
+``query.min_evidence`` kept passages, the loop searches on with reformulated queries, and the
+answer gets the best-ranked rejected passages too, marked unverified.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from deepsearcher.agents.base import (
 from deepsearcher.agents.judge import Verdict, judge_batch, judge_one
 from deepsearcher.agents.naive_rag import retrieval_only
 from deepsearcher.agents.parsing import parse_queries
+from deepsearcher.agents.queries import QUERIES_SCHEMA, fallback_reformulations, standalone
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.llm import ChatModel
@@ -36,6 +41,7 @@ from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
 from deepsearcher.tools.web import WebSearchTool
 from deepsearcher.types import (
+    EVIDENCE_NOTE,
     Answer,
     DoneEvent,
     Event,
@@ -77,6 +83,7 @@ class _Search:
     kept: list[Hit] = field(default_factory=list)
     retrieved: dict[str, Hit] = field(default_factory=dict)  # every chunk judged, by id
     fused: dict[str, float] = field(default_factory=dict)  # chunk id -> RRF over all queries
+    found_by: dict[str, str] = field(default_factory=dict)  # chunk id -> first query to find it
     iteration: int = 0
     stopped: bool = False  # a step ended the loop (budget, failed reflection)
 
@@ -125,6 +132,7 @@ class DeepSearchAgent:
         s = _Search(
             question, new_answer(question, "deep"), names, top_k, options.rerank or q.rerank
         )
+        subs = [standalone(sub, question) for sub in subs]
         s.pending = _dedupe(subs, s.seen)[: q.max_sub_queries]
         max_iter = options.max_iter or q.max_iter
         while s.pending and s.iteration < max_iter and not s.stopped:
@@ -172,6 +180,7 @@ class DeepSearchAgent:
                     )
                 ),
                 partial(parse_queries, max_items=q.max_sub_queries),
+                schema=QUERIES_SCHEMA,
             )
         except (LLMError, BudgetExceeded) as exc:
             return [], exc.message
@@ -204,6 +213,7 @@ class DeepSearchAgent:
                 s.fused[h.id] = s.fused.get(h.id, 0.0) + 1.0 / (_RRF_K + rank)
                 if h.id not in s.retrieved:
                     s.retrieved[h.id] = h
+                    s.found_by[h.id] = query
                     new.append(h)
             s.fresh.extend(new)
             s.answer.chunks_retrieved += len(hits)
@@ -220,15 +230,19 @@ class DeepSearchAgent:
             for h in hits:
                 yield VerdictEvent(chunk_id=h.id, source=h.source, kept=True)
             return
-        queries = list(s.queries)
         if s.rerank == "llm-batch":
             size = self.settings.query.rerank_batch_size
             groups = [hits[i : i + size] for i in range(0, len(hits), size)]
             tasks = [
-                asyncio.ensure_future(judge_batch(ctx, s.question, queries, g)) for g in groups
+                asyncio.ensure_future(
+                    judge_batch(ctx, s.question, [s.found_by[h.id] for h in g], g)
+                )
+                for g in groups
             ]
         else:
-            tasks = [asyncio.ensure_future(judge_one(ctx, s.question, queries, h)) for h in hits]
+            tasks = [
+                asyncio.ensure_future(judge_one(ctx, s.question, s.found_by[h.id], h)) for h in hits
+            ]
         failed: list[Verdict] = []
         try:
             timeout = max(ctx.search_remaining_s(), 0.001)
@@ -244,6 +258,7 @@ class DeepSearchAgent:
                         chunk_id=verdict.hit.id,
                         source=verdict.hit.source,
                         kept=bool(verdict.relevant),
+                        margin=verdict.margin,
                     )
         except (asyncio.TimeoutError, TimeoutError):
             ctx.cut_short = ctx.time_reason()
@@ -266,23 +281,35 @@ class DeepSearchAgent:
     # -- 4. reflect: which evidence is still missing? ----------------------------------------
 
     async def _reflect(self, ctx: RunContext, s: _Search) -> AsyncIterator[Event]:
-        """Sets ``s.pending`` to the gap queries, or stops the loop."""
+        """Sets ``s.pending`` to the gap queries, or stops the loop. With fewer kept passages
+        than the evidence floor, it asks for reformulations instead (and builds some itself
+        when the model proposes none): the loop must not stop where more searching is
+        needed."""
         max_gaps = self.settings.query.max_gap_queries
         if max_gaps == 0:
             s.stopped = True
             return
+        too_little = s.rerank != "none" and len(s.kept) < self.settings.query.min_evidence
+        if too_little:
+            prompt = prompts.REFORMULATE.format(
+                max_gaps=max_gaps,
+                question=escape_document(s.question),
+                queries=escape_document(str(s.queries)),
+                documents=_kept_digest(self._ranked_unkept(s)[:5], budget=2500, max_chars=300),
+            )
+        else:
+            prompt = prompts.REFLECT.format(
+                max_gaps=max_gaps,
+                question=escape_document(s.question),
+                queries=escape_document(str(s.queries)),
+                documents=_kept_digest(s.kept),
+            )
         try:
             gaps = await ask(
                 ctx,
-                messages_for(
-                    prompts.REFLECT.format(
-                        max_gaps=max_gaps,
-                        question=escape_document(s.question),
-                        queries=escape_document(str(s.queries)),
-                        documents=_kept_digest(s.kept),
-                    )
-                ),
+                messages_for(prompt),
                 partial(parse_queries, max_items=max_gaps),
+                schema=QUERIES_SCHEMA,
             )
         except BudgetExceeded as exc:
             ctx.cut_short = exc.message
@@ -290,12 +317,25 @@ class DeepSearchAgent:
             yield ctx.note(f"search cut short: {exc.message}")
             return
         except LLMError as exc:
-            s.stopped = True
-            if ctx.unreachable is None:  # else the answer step says it, once
-                yield ctx.note(f"reflection failed ({exc.message}); answering with what was found")
-            return
-        s.pending = _dedupe(gaps, s.seen)[:max_gaps]
+            if not too_little or ctx.unreachable is not None:
+                s.stopped = True
+                if ctx.unreachable is None:  # else the answer step says it, once
+                    yield ctx.note(
+                        f"reflection failed ({exc.message}); answering with what was found"
+                    )
+                return
+            gaps = []
+        s.pending = _dedupe([standalone(g, s.question) for g in gaps], s.seen)[:max_gaps]
+        if too_little and not s.pending:
+            built = fallback_reformulations(s.question, self._ranked_unkept(s), max_gaps)
+            s.pending = _dedupe(built, s.seen)[:max_gaps]
         yield ReflectionEvent(gap_queries=list(s.pending), iteration=s.iteration)
+
+    def _ranked_unkept(self, s: _Search) -> list[Hit]:
+        """Retrieved passages the judge did not keep, best fused rank first."""
+        kept = {h.id for h in s.kept}
+        unkept = [h for h in s.retrieved.values() if h.id not in kept]
+        return sorted(unkept, key=lambda h: -s.fused.get(h.id, 0.0))
 
     # -- 5. answer from the kept chunks only -------------------------------------------------
 
@@ -304,9 +344,24 @@ class DeepSearchAgent:
         answer.iterations = s.iteration
         answer.sub_queries = s.queries
         answer.chunks_kept = len(s.kept)
-        passages = _answer_context(s.kept, s.fused, self.settings.query.max_context_chunks)
+        q = self.settings.query
+        passages = _answer_context(s.kept, s.fused, q.max_context_chunks)
+        verified = {h.id for h in passages} if s.rerank != "none" else set()
+        floor = min(q.min_evidence, q.max_context_chunks)
+        if s.rerank != "none" and len(passages) < floor:
+            extra = self._ranked_unkept(s)[: floor - len(passages)]
+            if extra:
+                passages = passages + extra
+                yield ctx.note(
+                    f"{EVIDENCE_NOTE}the relevance judge kept {len(s.kept)} of "
+                    f"{len(s.retrieved)} retrieved "
+                    f"passage(s), fewer than query.min_evidence ({q.min_evidence}); the answer "
+                    f"also uses the {len(extra)} best-ranked one(s) it rejected, unverified"
+                )
         unjudged = sorted(s.retrieved.values(), key=lambda h: h.score, reverse=True)
-        async for ev in write_answer(ctx, s.question, passages, answer, fallback=unjudged):
+        async for ev in write_answer(
+            ctx, s.question, passages, answer, fallback=unjudged, verified=verified
+        ):
             yield ev
         answer.usage = ctx.usage
         answer.cut_short = ctx.cut_short

@@ -50,6 +50,7 @@ async def retrieval_only(
     answer = new_answer(question, "retrieval-only")
     answer.answer = fallback_answer(hits, reason=reason)
     answer.sources = [hit_to_source(i, h) for i, h in enumerate(hits, start=1)]
+    answer.evidence = "unverified" if hits else "none"
     answer.sub_queries = [question]
     answer.chunks_retrieved = len(hits)
     answer.usage = ctx.usage

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from deepsearcher.agents import prompts
 from deepsearcher.errors import LLMOutputError
-from deepsearcher.llm import ChatModel, Message
+from deepsearcher.llm import ChatModel, Completion, JsonSchema, Message
 from deepsearcher.types import Usage
 
 T = TypeVar("T")
@@ -232,16 +232,35 @@ def parse_str_list(text: str, *, max_items: int | None = None) -> list[str]:
     return out[:max_items] if max_items is not None else out
 
 
+# "<the queries, as strings>", or a piece of one split at its comma.
+_PLACEHOLDER = re.compile(r"^\s*<|>\s*$")
+
+
+def copies_example(value: str) -> bool:
+    """Whether ``value`` is a prompt's example or placeholder rather than an answer: small
+    models copy the example out of the prompt."""
+    return bool(_PLACEHOLDER.search(value)) or " ".join(value.casefold().split()) in (
+        prompts.EXAMPLE_TEXTS
+    )
+
+
 def parse_queries(text: str, *, max_items: int | None = None) -> list[str]:
     """Search queries: a list of strings (see ``parse_str_list``) in which every item is a
     phrase. A number or a single character is what a citation or a numbered list leaves
-    behind, and searching it matches unrelated text, so the reply is refused (and retried)."""
+    behind, and searching it matches unrelated text, so the reply is refused (and retried);
+    so is a copy of the prompt's example."""
     queries = parse_str_list(text, max_items=max_items)
     for query in queries:
         if len(query) < 2 or not any(ch.isalpha() for ch in query):
             raise OutputParseError(
-                f'"{_snippet(query)}" is not a search query; expected a JSON list of search '
-                'phrases like ["NR-7 battery supplier"], or [] when nothing is missing'
+                f'"{_snippet(query)}" is not a search query; expected a JSON object like '
+                '{"queries": [<search phrases of words>]}, or {"queries": []} when nothing is '
+                "missing"
+            )
+        if copies_example(query):
+            raise OutputParseError(
+                f'"{_snippet(query)}" copies the example from the instructions; write search '
+                "phrases about this question"
             )
     return queries
 
@@ -306,15 +325,47 @@ async def complete_parsed(
     usage: Usage,
     retry_prompt: str = prompts.RETRY_FORMAT,
     max_tokens: int | None = None,
+    schema: JsonSchema | None = None,
 ) -> T:
-    """Complete and parse; on a parse failure tell the model the problem and ask once more."""
+    """Complete and parse; on a parse failure tell the model the problem and ask once more.
+    ``schema`` constrains the reply where the server can (the prompt describes it too)."""
+    value, _ = await complete_parsed_full(
+        llm,
+        messages,
+        parse,
+        usage=usage,
+        retry_prompt=retry_prompt,
+        max_tokens=max_tokens,
+        schema=schema,
+    )
+    return value
+
+
+async def complete_parsed_full(
+    llm: ChatModel,
+    messages: Sequence[Message],
+    parse: Callable[[str], T],
+    *,
+    usage: Usage,
+    retry_prompt: str = prompts.RETRY_FORMAT,
+    max_tokens: int | None = None,
+    schema: JsonSchema | None = None,
+    logprobs: bool = False,
+) -> tuple[T, Completion]:
+    """``complete_parsed`` that also returns the completion the value came from (its
+    log-probabilities, when ``logprobs`` asked for them)."""
     convo = list(messages)
     for attempt in (1, 2):
-        completion = await llm.complete(convo, max_tokens=max_tokens)
+        if schema is None and not logprobs:  # keeps ChatModels without these keywords working
+            completion = await llm.complete(convo, max_tokens=max_tokens)
+        else:
+            completion = await llm.complete(
+                convo, max_tokens=max_tokens, schema=schema, logprobs=logprobs
+            )
         usage.add(completion.usage)
         cleaned = clean_output(completion.text)
         try:
-            return parse(cleaned)
+            return parse(cleaned), completion
         except OutputParseError as exc:
             if attempt == 2:
                 raise LLMOutputError(

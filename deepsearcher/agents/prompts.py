@@ -17,45 +17,79 @@ SYSTEM = (
 )
 
 DECOMPOSE = """TASK: decompose
-Break the question into at most {max_queries} short search queries that together find the \
-evidence needed to answer it. A simple question stays one query. Each query must stand on \
-its own (no pronouns that refer to other queries).
-Reply with a JSON list of strings only, e.g. ["query one", "query two"].
+Write at most {max_queries} short search queries that together find the evidence needed to \
+answer the question. A simple question stays one query. Every query must make sense on its \
+own, read by someone who never saw the question: repeat the names, places and things it is \
+about instead of words like "it", "they", "that office" or "this person". For a question in \
+two steps (who manages the office where X works), write one query per step and name X in both.
+Reply with a JSON object only: {{"queries": [<the queries, as strings>]}}.
 
 Question: {question}"""
 
 JUDGE = """TASK: judge
-Decide whether the document passage helps answer the question or any of the search queries.
 Question: {question}
-Search queries: {queries}
+Search query that found the passage: {queries}
 
 {document}
 
-Reply with exactly one word: YES or NO."""
+Is this passage useful for the question or the search query: does it state a fact, name, \
+number, date, rule or definition that helps answer it, even partly? YES if it does, NO only \
+if it is about something else.
+Reply with one word: YES or NO (in JSON: {{"verdict": "YES"}} or {{"verdict": "NO"}})."""
 
 JUDGE_BATCH = """TASK: judge-batch
-For each numbered document passage, decide whether it helps answer the question or any of \
-the search queries.
+For each numbered passage from the documents, decide whether it is useful for answering the \
+question: it states a fact, name, number, date, rule or definition that helps answer the \
+question or the search queries, even partly (YES), or it is about something else (NO).
 Question: {question}
-Search queries: {queries}
+Search queries that found them: {queries}
 
 {documents}
 
-Reply with a JSON list of exactly {count} strings, "YES" or "NO", one per passage in order, \
-e.g. ["YES", "NO"]."""
+Reply with a JSON object only: {{"verdicts": [...]}} holding exactly {count} strings, each \
+"YES" or "NO", one per passage in order."""
 
 REFLECT = """TASK: reflect
 The question is being researched with search queries. Given the queries so far and the \
 passages found helpful, decide what evidence is still missing. Propose at most {max_gaps} new \
-search queries that would find it, different from the queries so far. If nothing is missing, \
-reply with an empty list.
-Reply with a JSON list of strings only, e.g. ["new query"] or [].
+search queries that would find it, different from the queries so far; each must make sense \
+on its own (names instead of pronouns). If nothing is missing, reply with an empty list.
+Reply with a JSON object only: {{"queries": [<new queries, as strings>]}}, or \
+{{"queries": []}}.
 
 Question: {question}
 Queries so far: {queries}
 
 Helpful passages:
 {documents}"""
+
+# Reflection when the judge kept too little: the same step (and TASK name), asked to search on.
+REFORMULATE = """TASK: reflect
+Searching the documents has not found enough useful passages for the question yet. Write at \
+most {max_gaps} NEW search queries, different from the queries so far, that could find them: \
+the question's key words without filler, other words for its terms, one part of the question \
+at a time, or names and terms from the passages below that look related. Each query must \
+make sense on its own.
+Reply with a JSON object only: {{"queries": [<new queries, as strings>]}}.
+
+Question: {question}
+Queries so far: {queries}
+
+Passages retrieved so far (judged not useful enough):
+{documents}"""
+
+# Example and placeholder texts a model might copy instead of answering; parsers refuse them.
+EXAMPLE_TEXTS = frozenset(
+    {
+        "query one",
+        "query two",
+        "new query",
+        "search query",
+        "search phrase",
+        "the queries, as strings",
+        "new queries, as strings",
+    }
+)
 
 ANSWER = """TASK: answer
 Answer the question using only the numbered passages below. Cite every claim with the \

@@ -17,6 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from deepsearcher.agents.base import STREAM_REPLACED
 from deepsearcher.ingest import LoadProgress
 from deepsearcher.types import LoadReport
 
@@ -160,7 +161,8 @@ class QueryView:
                 self._status.update(f"judging passages: {self.kept} kept, {self.dropped} dropped")
             if self.verbose:
                 mark = "[green]YES[/]" if event.kept else "[red]NO [/]"
-                self.err.print(f"   {mark} {event.source}", highlight=False)
+                margin = "" if event.margin is None else f" [dim](margin {event.margin:+.2f})[/]"
+                self.err.print(f"   {mark} {event.source}{margin}", highlight=False)
         elif t == "reflection":
             if event.gap_queries:
                 self.err.print(
@@ -184,6 +186,8 @@ class QueryView:
         self._stop_status()
         if self._answer_started:
             self.out.print()
+            if STREAM_REPLACED in answer.notes:  # the text streamed so far was replaced
+                self.out.print(answer.answer, highlight=False, markup=False, soft_wrap=True)
         elif answer.mode != "retrieval-only":  # retrieval-only: the sources below are the answer
             self.out.print(answer.answer, highlight=False, markup=False, soft_wrap=True)
         print_sources(self.out, answer)
@@ -218,3 +222,7 @@ def print_sources(console: Console, answer: Any) -> None:
     )
     if answer.cut_short:
         console.print(f"[yellow]cut short:[/] {answer.cut_short}", highlight=False)
+    evidence = getattr(answer, "evidence", "verified")
+    if answer.mode == "deep" and evidence != "verified":
+        # Naive RAG never verifies; for deep search this is the degradation to point out.
+        console.print(f"[yellow]evidence:[/] {evidence}", highlight=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 
 from deepsearcher.errors import BudgetExceeded, LLMError
-from deepsearcher.llm import ChatModel, Completion, Message, StreamPiece, ToolSchema
+from deepsearcher.llm import ChatModel, Completion, JsonSchema, Message, StreamPiece, ToolSchema
 from deepsearcher.run_context import RunContext
 
 WRITE_RESERVE_CALLS = 3  # kept back from the researchers: the draft (and its retry), a check
@@ -45,12 +45,19 @@ class SharedBudgetModel:
         max_tokens: int | None = None,
         temperature: float | None = None,
         tools: Sequence[ToolSchema] | None = None,
+        schema: JsonSchema | None = None,
+        logprobs: bool = False,
     ) -> Completion:
         self._admit()
         self.ctx.in_flight += 1
         try:
             completion = await self.inner.complete(
-                messages, max_tokens=max_tokens, temperature=temperature, tools=tools
+                messages,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                tools=tools,
+                schema=schema,
+                logprobs=logprobs,
             )
         finally:
             self.ctx.in_flight -= 1

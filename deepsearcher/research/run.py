@@ -20,6 +20,8 @@ from functools import partial
 from typing import Any, Protocol
 
 from deepsearcher.agents.base import ask, escape_attribute, escape_document, messages_for
+from deepsearcher.agents.citations import is_supported
+from deepsearcher.agents.citations import key_terms as _key_terms
 from deepsearcher.agents.prompts import DOCUMENT
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, DeepSearcherError, LLMError
@@ -82,14 +84,6 @@ MAX_EVIDENCE_IN_PROMPT = 40
 EVIDENCE_CHARS = 600
 _EVIDENCE_REF = re.compile(r"\[\s*(E\d+(?:\s*[,;]\s*E\d+)*)\s*\]")
 _EVIDENCE_ID = re.compile(r"E\d+")
-_WORD = re.compile(r"[a-z0-9][a-z0-9.%-]*[a-z0-9%]|[0-9]", re.IGNORECASE)
-_STOP_WORDS = (
-    "the and for are was were with that this from have has had not but its their they "
-    "them what which when where who whom will would could should about into than then "
-    "there these those been being also such each other more most some any all our your "
-    "does did"
-)
-_STOP = frozenset(_STOP_WORDS.split())
 
 
 class Components(Protocol):
@@ -453,10 +447,8 @@ class _Run:
                 if not ids:
                     quality.uncited_sentences.append(claim)
                     continue
-                passages = " ".join(e.text.lower() for e in self.evidence.values() if e.id in ids)
-                terms = _key_terms(claim)
-                found = sum(1 for t in terms if t in passages)
-                if len(terms) >= 3 and found / len(terms) < 0.34:
+                passages = " ".join(e.text for e in self.evidence.values() if e.id in ids)
+                if not is_supported(claim, passages):
                     quality.weak_citations.append(claim)
         return quality
 
@@ -569,11 +561,6 @@ class _Run:
 
 def _cited_ids(sentence: str) -> set[str]:
     return {i for m in _EVIDENCE_REF.findall(sentence) for i in _EVIDENCE_ID.findall(m)}
-
-
-def _key_terms(text: str) -> list[str]:
-    words = [w.lower().rstrip(".") for w in _WORD.findall(text)]
-    return [w for w in dict.fromkeys(words) if (len(w) >= 4 or w.isdigit()) and w not in _STOP]
 
 
 def _terms_share(question: str, text: str) -> float:

@@ -300,6 +300,7 @@ class _Service:
                         {"content": tail},
                         "stop",
                         sources=[s.to_dict() for s in answer.sources],
+                        evidence=answer.evidence,
                         deepsearcher=answer_details(answer),
                     )
                     if req.include_usage:

@@ -240,7 +240,11 @@ def build_mcp(
                         step += 1
                         await ctx.report_progress(step, None, message)
                     if event.type == "done":
-                        return event.answer.to_dict()
+                        # The passages the answer does not cite would crowd the calling
+                        # model's context; the search tool finds passages on demand.
+                        result = event.answer.to_dict()
+                        del result["retrieved"]
+                        return result
             finally:
                 if slot is not None:
                     slot.release()

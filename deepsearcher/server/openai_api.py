@@ -208,7 +208,8 @@ def answer_details(answer: Answer) -> dict[str, Any]:
     """What a chat client does not show but a UI may: the standalone question, the sub-queries,
     degradations."""
     d = answer.to_dict()
-    return {k: v for k, v in d.items() if k not in ("answer", "sources")}
+    # The passages it did not cite stay out of a chat reply (REST /v1/query has them).
+    return {k: v for k, v in d.items() if k not in ("answer", "sources", "retrieved")}
 
 
 def new_completion_id() -> str:
@@ -243,6 +244,7 @@ def chat_completion(answer: Answer, model: str) -> dict[str, Any]:
         answer.usage,
         {
             "sources": [s.to_dict() for s in answer.sources],
+            "evidence": answer.evidence,
             "deepsearcher": answer_details(answer),
         },
     )

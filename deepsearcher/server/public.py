@@ -17,7 +17,15 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from deepsearcher.config import Settings
-from deepsearcher.types import Answer, DoneEvent, Event, LoadReport, NoteEvent, VerdictEvent
+from deepsearcher.types import (
+    Answer,
+    DoneEvent,
+    Event,
+    LoadReport,
+    NoteEvent,
+    Source,
+    VerdictEvent,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -101,12 +109,7 @@ class PublicView:
     # -- objects --------------------------------------------------------------------------------
 
     def answer(self, answer: Answer) -> Answer:
-        sources = [
-            s
-            if s.kind == "web"
-            else dataclasses.replace(s, source=self.path(s.source, s.collection))
-            for s in answer.sources
-        ]
+        sources = self.sources(answer.sources)
         # The answer is about the documents, which may well name paths and intranet URLs; only
         # the configured endpoints (a fallback answer quotes the LLM error) are taken out.
         text = self._without_endpoints(answer.answer)
@@ -116,9 +119,18 @@ class PublicView:
             answer,
             answer=text,
             sources=sources,
+            retrieved=self.sources(answer.retrieved),
             notes=self.texts(answer.notes),
             cut_short=self.text(answer.cut_short) if answer.cut_short else None,
         )
+
+    def sources(self, sources: Iterable[Source]) -> list[Source]:
+        return [
+            s
+            if s.kind == "web"
+            else dataclasses.replace(s, source=self.path(s.source, s.collection))
+            for s in sources
+        ]
 
     def event(self, event: Event) -> Event:
         if isinstance(event, NoteEvent):

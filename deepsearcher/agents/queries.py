@@ -1,0 +1,92 @@
+"""Search queries the model did not write well: sub-queries that point back into the question
+("Who is that office's manager?") are made standalone, and when the loop has too little
+evidence and the model proposes nothing new, reformulations are built without it."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+
+from deepsearcher.llm import JsonSchema
+from deepsearcher.types import Hit
+
+QUERIES_SCHEMA = JsonSchema(
+    "queries",
+    {
+        "type": "object",
+        "properties": {"queries": {"type": "array", "items": {"type": "string"}}},
+        "required": ["queries"],
+        "additionalProperties": False,
+    },
+)
+
+# A pronoun, or a demonstrative before a noun ("that office", "these rules"): words that only
+# mean something next to the question they came from.
+_BACK_REFERENCE = re.compile(
+    r"\b(?:he|she|it|they|him|them|his|its|their|theirs|hers)\b"
+    r"|\b(?:that|this|these|those|the same|said|the former|the latter)\s+[a-z][\w-]*",
+    re.IGNORECASE,
+)
+_DEMONSTRATIVE = re.compile(r"\b(?:that|this|these|those|said)\s+(?=[a-z])", re.IGNORECASE)
+_WORD = re.compile(r"[\w][\w.'%-]*[\w%]|\w", re.UNICODE)
+_FILLER_WORDS = """a an the and or of in on at to for by with from as is are was were be been being do does
+    did what which who whom whose when where why how that this these those it its their there
+    any all some can could would should will shall may might must about into than then also
+    please tell me us give list show find name named our your my i we you he she they them his
+    her s"""
+_FILLER = frozenset(_FILLER_WORDS.split())
+
+
+def key_words(text: str) -> list[str]:
+    """The words of ``text`` that carry meaning, in order and spelling, each once."""
+    seen: set[str] = set()
+    out = []
+    for w in _WORD.findall(text):
+        w = w.strip("'")
+        key = w.casefold()
+        if key in _FILLER or key in seen or (len(w) < 3 and not w.isdigit()):
+            continue
+        seen.add(key)
+        out.append(w)
+    return out
+
+
+def standalone(query: str, question: str) -> str:
+    """``query`` with its back-references made harmless: the demonstrative dropped ("that
+    office's manager" -> "office's manager") and the question's key words it lacks added, so
+    the search still knows whom or what the query is about. Unchanged when it has none, or
+    when it is the question itself."""
+    if query.strip().casefold() == question.strip().casefold():
+        return query
+    if not _BACK_REFERENCE.search(query):
+        return query
+    base = _DEMONSTRATIVE.sub("", query).strip()
+    have = {w.casefold() for w in key_words(base)}
+    missing = [w for w in key_words(question) if w.casefold() not in have]
+    if not missing:
+        return base
+    return f"{base.rstrip(' ?.')} ({' '.join(missing)})"
+
+
+def fallback_reformulations(question: str, retrieved: Sequence[Hit], limit: int) -> list[str]:
+    """Reformulations without an LLM, for a loop that found too little: the question's key
+    words as one query, each part of a question joined with "and" or commas, the key words
+    next to the headings of the best-ranked passages retrieved so far (``retrieved`` best
+    first), then neighbouring pairs of key words. More than ``limit``: the caller drops those
+    already searched."""
+    if limit <= 0:
+        return []
+    words = key_words(question)
+    out = [" ".join(words)] if words else []
+    for part in re.split(r"\band\b|[,;]", question, flags=re.IGNORECASE):
+        part_words = key_words(part)
+        if 2 <= len(part_words) < len(words):
+            out.append(" ".join(part_words))
+    core = " ".join(words[:4])
+    for hit in retrieved[:5]:
+        if hit.heading:
+            out.append(f"{core} {hit.heading}".strip())
+    if len(words) >= 3:  # neighbouring pairs: what a keyword search matches on
+        out += [f"{a} {b}" for a, b in itertools.pairwise(words)]
+    return [q for q in dict.fromkeys(q for q in out if q)][: limit * 4]
