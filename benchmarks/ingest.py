@@ -704,49 +704,32 @@ def compare_embedders(args: argparse.Namespace) -> str:
     rows: dict[str, dict[str, list[float]]] = {n: defaultdict(list) for n in EMBEDDERS}
     engines: dict[str, str] = {}
     me = [sys.executable, str(Path(__file__).resolve())]
+    raw_cmd = [*me, "--raw-encode", "--raw-texts", str(args.raw_texts)]
+    raw_cmd += ["--eval-dir", str(args.eval_dir)]
+    load_cmd = [sys.executable, "-m", "deepsearcher", "load", str(corpus)]
+    load_cmd += ["--collection", COLLECTION, "--json"]
     for rnd in range(args.rounds):
-        # Alternating, so a change in the shared machine's load hits every embedder alike.
+        # Alternating, so a change in the shared machine's load hits every embedder alike; the
+        # raw encodes back to back (minutes apart, not a whole load apart, as at first).
         for name in EMBEDDERS:
             with tempfile.TemporaryDirectory(prefix="ds-embed-bench-") as tmp_s:
-                tmp = Path(tmp_s)
-                env = _embedder_env(name, tmp)
-                _, _, out = _run_timed(
-                    [
-                        *me,
-                        "--raw-encode",
-                        "--raw-texts",
-                        str(args.raw_texts),
-                        "--eval-dir",
-                        str(args.eval_dir),
-                    ],
-                    env,
-                    tmp,
-                )
-                raw = json.loads(out.strip().splitlines()[-1])
-                engines[name] = raw["engine"]
-                wall, rss, out = _run_timed(
-                    [
-                        sys.executable,
-                        "-m",
-                        "deepsearcher",
-                        "load",
-                        str(corpus),
-                        "--collection",
-                        COLLECTION,
-                        "--json",
-                    ],
-                    env,
-                    tmp,
-                )
-                report = json.loads(out)
+                _, _, out = _run_timed(raw_cmd, _embedder_env(name, Path(tmp_s)), Path(tmp_s))
+            raw = json.loads(out.strip().splitlines()[-1])
+            engines[name] = raw["engine"]
+            rows[name]["texts_per_s"].append(raw["texts_per_s"])
+            print(f"round {rnd + 1} {name}: raw {raw['texts_per_s']:.1f} texts/s", file=sys.stderr)
+        for name in EMBEDDERS:
+            with tempfile.TemporaryDirectory(prefix="ds-embed-bench-") as tmp_s:
+                env = _embedder_env(name, Path(tmp_s))
+                wall, rss, out = _run_timed(load_cmd, env, Path(tmp_s))
+            chunks = json.loads(out)["chunks"]["total"]
             r = rows[name]
-            r["texts_per_s"].append(raw["texts_per_s"])
             r["wall"].append(wall)
             r["rss"].append(rss)
-            r["chunks"].append(float(report["chunks"]["total"]))
+            r["chunks"].append(float(chunks))
             print(
-                f"round {rnd + 1} {name}: raw {raw['texts_per_s']:.1f} texts/s, first load "
-                f"{wall:.1f}s, {report['chunks']['total']} chunks, peak RSS {rss:.0f} MB",
+                f"round {rnd + 1} {name}: first load {wall:.1f}s, {chunks} chunks, "
+                f"peak RSS {rss:.0f} MB",
                 file=sys.stderr,
                 flush=True,
             )
