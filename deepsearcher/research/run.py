@@ -61,16 +61,18 @@ from deepsearcher.research.models import (
     Subtask,
 )
 from deepsearcher.research.parsing import (
-    json_object,
     parse_brief,
     parse_check,
+    parse_draft,
     parse_hypotheses,
     parse_plan,
 )
 from deepsearcher.research.researcher import Researcher, ResearcherDeps
 from deepsearcher.research.text import claim_of as _claim
+from deepsearcher.research.text import key_terms as _key_terms
 from deepsearcher.research.text import norm as _norm
 from deepsearcher.research.text import sentences as _sentences
+from deepsearcher.research.text import terms_share as _terms_share
 from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
 from deepsearcher.tools.web import WebSearchTool
@@ -82,14 +84,6 @@ MAX_EVIDENCE_IN_PROMPT = 40
 EVIDENCE_CHARS = 600
 _EVIDENCE_REF = re.compile(r"\[\s*(E\d+(?:\s*[,;]\s*E\d+)*)\s*\]")
 _EVIDENCE_ID = re.compile(r"E\d+")
-_WORD = re.compile(r"[a-z0-9][a-z0-9.%-]*[a-z0-9%]|[0-9]", re.IGNORECASE)
-_STOP_WORDS = (
-    "the and for are was were with that this from have has had not but its their they "
-    "them what which when where who whom will would could should about into than then "
-    "there these those been being also such each other more most some any all our your "
-    "does did"
-)
-_STOP = frozenset(_STOP_WORDS.split())
 
 
 class Components(Protocol):
@@ -425,10 +419,19 @@ class _Run:
         )
         try:
             # Not budgeted: the researchers left this call its reserve.
-            return await ask(self.ctx, messages_for(prompt), json_object, budgeted=False)
+            draft = await ask(self.ctx, messages_for(prompt), parse_draft, budgeted=False)
         except (LLMError, BudgetExceeded) as exc:
             self.note(f"draft failed ({exc.message}); listing the findings as found")
             return _draft_from_findings(brief, self.findings, exc.message)
+        known = {e.id for e in self.evidence.values()}
+        texts = [str(draft.get("summary") or ""), *(s.text for s in _draft_sections(draft))]
+        if not any(_cited_ids(sentence) & known for t in texts for sentence in _sentences(t)):
+            # A draft that cites none of the evidence would hide every finding behind prose
+            # the check can only fail.
+            reason = "the draft cited none of the evidence"
+            self.note(f"{reason}; listing the findings as found")
+            return _draft_from_findings(brief, self.findings, reason)
+        return draft
 
     def findings_for_writer(self) -> str:
         self.conflicts_in_draft = len(self.contradictions)
@@ -558,6 +561,9 @@ class _Run:
         r.missing = [
             f"section '{res.subtask.title}': {res.error}" for res in self.results if res.error
         ]
+        r.degraded = [
+            f"section '{res.subtask.title}': {res.degraded}" for res in self.results if res.degraded
+        ]
         r.cut_short = self.ctx.cut_short
         r.usage = Usage(**self.ctx.usage.to_dict())
         r.notes = list(self.ctx.notes)
@@ -569,16 +575,6 @@ class _Run:
 
 def _cited_ids(sentence: str) -> set[str]:
     return {i for m in _EVIDENCE_REF.findall(sentence) for i in _EVIDENCE_ID.findall(m)}
-
-
-def _key_terms(text: str) -> list[str]:
-    words = [w.lower().rstrip(".") for w in _WORD.findall(text)]
-    return [w for w in dict.fromkeys(words) if (len(w) >= 4 or w.isdigit()) and w not in _STOP]
-
-
-def _terms_share(question: str, text: str) -> float:
-    terms = _key_terms(question)
-    return sum(1 for t in terms if t in text) / len(terms) if terms else 1.0
 
 
 def _texts_of(value: Any) -> list[str]:
