@@ -156,8 +156,10 @@ class Researcher:
         result.cut_short = answer.cut_short
         self.left = self.budget - answer.usage.llm_calls
         failed = next((n for n in answer.notes if n.startswith(_NO_ANSWER_NOTES)), None)
-        if answer.mode == "retrieval-only" or (failed and not answer.sources) or (
-            failed and self.budget_spent()
+        if (
+            answer.mode == "retrieval-only"
+            or (failed and not answer.sources)
+            or (failed and self.budget_spent())
         ):
             result.error = f"no findings: {failed or 'the LLM could not be reached'}"
             return result
