@@ -435,7 +435,8 @@ async def ask(ds: DeepSearcher, q: Question, mode: str, args: argparse.Namespace
     gold_kept = {c for c in gold if verdicts.get(c) or normalize(passages[c].text) in source_texts}
     found = sum(1 for variants in q.parts if any(contains(answer.answer, v) for v in variants))
     cited = cited_sentences(answer)
-    evidence = getattr(answer, "evidence", None)
+    # verified / unverified / none, where the agent reports it (an attribute or a JSON key).
+    evidence = getattr(answer, "evidence", None) or answer.to_dict().get("evidence")
     return Run(
         q.set, q.id, mode,
         correct=found == len(q.parts), parts_found=found, parts=len(q.parts),

@@ -6,6 +6,7 @@ contradiction, a failed section named in the report rather than silently missing
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -270,3 +271,39 @@ def test_a_section_whose_answer_fails_twice_quotes_its_passages_visibly() -> Non
     assert lyon and all(f.evidence for f in lyon)
     assert any("forty employees" in f.claim for f in lyon)
     assert report.to_dict()["degraded"] == report.degraded
+
+
+class AbortingModel(ScriptedChatModel):
+    """A server that aborts a streamed reply when another request arrives (llama.cpp's
+    default): a stream fails as soon as any call starts after it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = 0
+        self.aborted = 0
+
+    async def complete(self, messages, **kwargs):  # type: ignore[no-untyped-def]
+        self.started += 1
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return await super().complete(messages, **kwargs)
+
+    async def stream(self, messages, **kwargs):  # type: ignore[no-untyped-def]
+        self.started += 1
+        mine = self.started
+        async for piece in super().stream(messages, **kwargs):
+            await asyncio.sleep(0.01)  # a slow model: the other sections' calls come in
+            if self.started != mine:
+                self.aborted += 1
+                raise LLMError("the server aborted the stream: another request arrived")
+            yield piece
+
+
+def test_streams_aborted_by_the_other_sections_are_written_again_alone() -> None:
+    llm = AbortingModel()
+    _script(llm)
+    report, _ = _run(llm)
+    assert llm.aborted  # the two sections' answers did collide
+    assert {f.section for f in report.findings} == {"Battery supplier", "Lyon office"}
+    assert report.degraded and all(d.endswith("written again") for d in report.degraded)
+    assert not report.missing

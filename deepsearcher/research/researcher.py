@@ -44,6 +44,7 @@ from deepsearcher.research import prompts
 from deepsearcher.research.budget import (
     MIN_RESEARCHER_CALLS,
     WRITE_RESERVE_CALLS,
+    CallGate,
     SharedBudgetModel,
 )
 from deepsearcher.research.events import (
@@ -116,6 +117,7 @@ class ResearcherDeps:
     web: WebSearchTool | None = None
     max_tool_steps: int = 3  # the run's limits (research.* unless the request set them)
     max_hypotheses: int = 2  # each costs 2 searches and 1 verdict call
+    gate: CallGate = field(default_factory=CallGate)  # one per run: every researcher's calls
 
 
 @dataclass
@@ -137,7 +139,9 @@ class Researcher:
     _collections: list[str] | None = None
 
     def __post_init__(self) -> None:
-        self.model = SharedBudgetModel(self.deps.llm, self.deps.ctx, WRITE_RESERVE_CALLS)
+        self.model = SharedBudgetModel(
+            self.deps.llm, self.deps.ctx, WRITE_RESERVE_CALLS, self.deps.gate
+        )
 
     @property
     def title(self) -> str:
@@ -210,16 +214,20 @@ class Researcher:
         hits = [_hit_of(s) for s in first.sources]
         settings = self.deps.settings.model_copy(deep=True)
         settings.query.max_llm_calls = max(1, self.left - self.calls)
-        ctx = RunContext.create(
-            settings,
-            self.model,
-            max(self.deps.ctx.search_remaining_s(), 0.001),
-            "research time budget",
-        )
+        # Alone: no other researcher's request can abort this stream (the first one may have
+        # failed that way); the others wait for this one call.
+        model = SharedBudgetModel(self.deps.llm, self.deps.ctx, WRITE_RESERVE_CALLS)
         answer = new_answer(self.subtask.question, "deep")
         if self.calls < self.left:
-            async for _ in write_answer(ctx, self.subtask.question, hits, answer):
-                pass
+            async with self.deps.gate.alone():
+                ctx = RunContext.create(
+                    settings,
+                    model,
+                    max(self.deps.ctx.search_remaining_s(), 0.001),
+                    "research time budget",
+                )
+                async for _ in write_answer(ctx, self.subtask.question, hits, answer):
+                    pass
             self.calls += 1
             again = next((n for n in ctx.notes if n.startswith(_NO_ANSWER_NOTES)), None)
             if again is None and answer.answer:

@@ -25,7 +25,7 @@ from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, DeepSearcherError, LLMError
 from deepsearcher.llm import ChatModel
 from deepsearcher.research import prompts
-from deepsearcher.research.budget import MIN_RESEARCHER_CALLS, WRITE_RESERVE_CALLS
+from deepsearcher.research.budget import MIN_RESEARCHER_CALLS, WRITE_RESERVE_CALLS, CallGate
 from deepsearcher.research.contradictions import (
     conflicts_text,
     find_contradictions,
@@ -156,6 +156,7 @@ class _Run:
     researched_conflicts: set[frozenset[str]] = field(default_factory=set)
     conflicts_in_draft: int = 0
     max_researchers_in_flight: int = 0
+    gate: CallGate = field(default_factory=CallGate)  # the researchers' calls, for one alone
 
     def __post_init__(self) -> None:
         self.ctx = budget_for(self.settings, self.request)
@@ -359,6 +360,7 @@ class _Run:
             self.web,
             max_tool_steps=self.limits.max_tool_steps,
             max_hypotheses=self.limits.max_hypotheses,
+            gate=self.gate,
         )
         return await Researcher(tools, subtask, budget).research()
 
