@@ -4,6 +4,7 @@
         [--modes deep,naive] [--all | --sets data,mixed,hotpot --limit N] [--max-iter 3]
         [--db benchmarks/out/real_model.db] [--json-out FILE] [--eval-dir DIR]
     .venv/bin/python benchmarks/real_model.py --scripted      # cost figures, no model needed
+    .venv/bin/python benchmarks/real_model.py --tables FILE   # the tables of a saved run
 
 The API key is read from the environment variable ``--api-key-env`` names (default
 OPENAI_API_KEY); a local server needs none. Each question is asked once per mode with the answer
@@ -581,6 +582,7 @@ def main() -> None:
     parser.add_argument("--eval-dir", type=Path, default=EVAL_DIR)
     parser.add_argument("--db", type=Path, default=OUT / "real_model.db")
     parser.add_argument("--json-out", help="write every run (with its answer) to this file")
+    parser.add_argument("--tables", metavar="JSON", help="print the tables of a --json-out file")
     args = parser.parse_args()
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     args.sets = [s.strip() for s in args.sets.split(",") if s.strip()]
@@ -588,6 +590,14 @@ def main() -> None:
         parser.error(f"unknown mode {', '.join(bad)}; choose from {', '.join(MODES)}")
     if bad := [s for s in args.sets if s not in DEFAULT]:
         parser.error(f"unknown set {', '.join(bad)}; choose from {', '.join(DEFAULT)}")
+    if args.tables:  # the tables of a saved (possibly unfinished) run, nothing asked
+        saved = json.loads(Path(args.tables).read_text(encoding="utf-8"))
+        runs = [Run(**r) for r in saved["runs"]]
+        modes = [m for m in saved["modes"] if any(r.mode == m for r in runs)]
+        print(f"Model: {saved['model']}; {saved['machine']}; {saved['date']}; "
+              f"max_iter {saved['max_iter']}; {len(runs)} runs\n")  # fmt: skip
+        print(summary(runs, modes) + "\n\n" + per_question(runs))
+        return
     if not args.scripted and not args.base_url:
         parser.error("--base-url is required (or --scripted)")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
