@@ -37,8 +37,9 @@ Scoring, without an LLM judge:
 - gold kept: gold passages (a gold document's chunk holding the question's evidence strings)
   kept, over gold passages retrieved, summed over runs. "Kept" is a YES verdict or the
   passage among the answer's sources (where unverified evidence the answer used ends up);
-- "not stated, silent": answers that say the documents do not state it, with no note, while a
-  gold passage was retrieved;
+- "not stated": answers that say the documents do not state it while a gold passage was
+  retrieved, and in brackets how many of them carry no note at all (a note about a budget
+  counts as one: it does not say the evidence was thrown away);
 - LLM calls, tokens (``est.`` when the client marks them estimated), wall seconds.
 
 Prints a markdown table ready for benchmarks/README.md, a per-question table, and with
@@ -465,6 +466,8 @@ def settings_for(args: argparse.Namespace, base_url: str, model: str) -> Any:
     if args.timeout_s:
         llm["timeout_s"] = args.timeout_s
     query: dict[str, Any] = {"max_iter": args.max_iter}
+    if args.query_timeout_s:
+        query["timeout_s"] = args.query_timeout_s
     if args.top_k:
         query["top_k"] = args.top_k
     return load_settings(
@@ -505,6 +508,11 @@ async def bench(args: argparse.Namespace, base_url: str, model: str) -> list[Run
     return runs
 
 
+def not_stated(r: Run) -> bool:
+    """The answer says the documents do not state it, while a gold passage was retrieved."""
+    return bool(_NOT_STATED.search(str(r.answer.get("answer", "")))) and r.gold_retrieved > 0
+
+
 def _ratio(a: int, b: int) -> str:
     return f"{a}/{b}" if b else "–"
 
@@ -526,18 +534,20 @@ def summary(runs: list[Run], modes: list[str]) -> str:
             sum(r.uncited for r in rs),
             f"{sum(r.kept for r in rs)}/{sum(r.retrieved for r in rs)}",
             _ratio(sum(r.gold_kept for r in rs), sum(r.gold_retrieved for r in rs)),
-            sum(r.not_stated_silent for r in rs),
+            f"{sum(not_stated(r) for r in rs)} ({sum(r.not_stated_silent for r in rs)})",
             f"{statistics.mean(r.llm_calls for r in rs):.1f}",
             f"{statistics.mean(r.tokens for r in rs):,.0f}{flag}",
             sum(1 for r in rs if r.tokens == 0),
             f"{statistics.mean(secs):.0f}",
             f"{min(secs):.0f}–{max(secs):.0f}",
+            sum(1 for r in rs if r.answer.get("cut_short")),
             sum(1 for r in rs if r.error),
         ])  # fmt: skip
     header = ["mode", "runs", "correct", "partly", "cited sentences supported", "uncited",
-              "kept/retrieved", "gold kept/retrieved", "not stated, silent", "LLM calls",
-              "tokens", "0-token runs", "wall s (mean)", "wall s (range)", "errors"]  # fmt: skip
-    return markdown_table(header, rows, "lrrrrrrrrrrrrrr")
+              "kept/retrieved", "gold kept/retrieved", "not stated (no note)", "LLM calls",
+              "tokens", "0-token runs", "wall s (mean)", "wall s (range)", "cut short",
+              "errors"]  # fmt: skip
+    return markdown_table(header, rows, "lrrrrrrrrrrrrrrr")
 
 
 def per_question(runs: list[Run]) -> str:
@@ -579,6 +589,9 @@ def main() -> None:
     parser.add_argument("--timeout-s", type=float,
                         default=float(os.environ.get("DEEPSEARCHER_LLM__TIMEOUT_S", 0)) or None,
                         help="llm.timeout_s (a CPU model needs minutes)")  # fmt: skip
+    parser.add_argument("--query-timeout-s", type=float,
+                        help="query.timeout_s, one question's time budget (default: the "
+                        "setting; a busy CPU may need more)")  # fmt: skip
     parser.add_argument("--eval-dir", type=Path, default=EVAL_DIR)
     parser.add_argument("--db", type=Path, default=OUT / "real_model.db")
     parser.add_argument("--json-out", help="write every run (with its answer) to this file")
