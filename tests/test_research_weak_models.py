@@ -307,3 +307,15 @@ def test_streams_aborted_by_the_other_sections_are_written_again_alone() -> None
     assert {f.section for f in report.findings} == {"Battery supplier", "Lyon office"}
     assert report.degraded and all(d.endswith("written again") for d in report.degraded)
     assert not report.missing
+
+
+def test_a_planned_section_that_found_nothing_citable_is_named_as_missing() -> None:
+    llm = ScriptedChatModel()
+    _script(llm)
+    llm.add_rule(
+        lambda p: p.startswith("TASK: answer") and "Lyon" in p, "The documents do not state it."
+    )
+    report, _ = _run(llm)
+    assert report.missing == ["section 'Lyon office': no cited evidence found"]
+    assert "> **Missing:** section 'Lyon office'" in report.to_markdown()
+    assert "Kestrel Energy" in report.to_markdown()

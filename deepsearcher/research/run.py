@@ -563,6 +563,13 @@ class _Run:
         r.missing = [
             f"section '{res.subtask.title}': {res.error}" for res in self.results if res.error
         ]
+        # A planned section that ran but found nothing it could cite is missing too, whatever
+        # the check said about coverage (a weak model's check calls every question covered).
+        r.missing += [
+            f"section '{res.subtask.title}': no cited evidence found"
+            for res in self.results
+            if not res.error and not res.findings and res.subtask in plan.sections
+        ]
         r.degraded = [
             f"section '{res.subtask.title}': {res.degraded}" for res in self.results if res.degraded
         ]
