@@ -2,7 +2,8 @@
 
 Registered in ``commands`` as ``app.command("research")(research_command)``. It prints the
 stages on stderr as they happen and the report (Markdown, or ``--json``) on stdout or to
-``--out``; the work happens in ``deepsearcher.research``."""
+``--out`` (with ``--json``, stdout carries the JSON either way, so a script that reads it
+gets the report); the work happens in ``deepsearcher.research``."""
 
 from __future__ import annotations
 
@@ -32,7 +33,11 @@ def research_command(
         typer.Option("--collection", help="Search only these collections (repeatable)."),
     ] = None,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Write the report to this file.")
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Write the report to this file (with --json the JSON also goes to stdout).",
+        ),
     ] = None,
     max_sections: Annotated[
         int | None,
@@ -145,7 +150,7 @@ def research_command(
         if out is not None:
             out.write_text(text, encoding="utf-8")
             err.print(f"report written to {out}", highlight=False)
-        else:
+        if out is None or as_json:  # --json: stdout is the machine's channel, --out or not
             typer.echo(text)
         _summary(err, report.usage.llm_calls, report.seconds, report.cut_short)
 

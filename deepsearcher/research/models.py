@@ -112,6 +112,9 @@ class SectionResult:
     calls: int = 0
     cut_short: str | None = None
     error: str | None = None
+    # The section's answer step failed and it went on with less (answered again, or its
+    # passages quoted): the report says so next to the sections that are missing.
+    degraded: str | None = None
 
 
 @dataclass
@@ -190,6 +193,7 @@ class Report:
     usage: Usage = field(default_factory=Usage)
     cut_short: str | None = None
     missing: list[str] = field(default_factory=list)  # sections or questions not covered
+    degraded: list[str] = field(default_factory=list)  # sections whose answer step failed
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -209,6 +213,8 @@ class Report:
             lines += [f"> **Cut short:** {self.cut_short}", ""]
         if self.missing:
             lines += ["> **Missing:** " + "; ".join(self.missing), ""]
+        if self.degraded:
+            lines += ["> **Degraded:** " + "; ".join(self.degraded), ""]
         if self.summary:
             lines += ["## Summary", "", self.summary, ""]
         for s in self.sections:

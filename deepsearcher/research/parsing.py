@@ -17,6 +17,40 @@ from deepsearcher.research.models import (
 )
 
 _FENCE = re.compile(r"```[\w-]*\s*\n?(.*?)```", re.DOTALL)
+# A prompt's placeholder (``<a question the report must answer>``) left in a reply.
+# Words and a space between angle brackets, so HTML a model writes (<br>, <a href=...>) is not one.
+_PLACEHOLDER = re.compile(r"<(?:id|[a-z][^<>\n=/]{0,80} [^<>\n=/]{0,80})>", re.IGNORECASE)
+# What a reply holds when it copies an example instead of answering: the values the research
+# prompts once showed (models copy them from prompts like ours too), a bare ellipsis, the
+# field's own name.
+_EXAMPLE_VALUES = frozenset(
+    ["question", "search query", "query", "claim", "statement", "title", "goal", "text",
+     "summary", "subject", "45 vs 50 euros", "value in one vs value in the other"]
+)  # fmt: skip
+_EXAMPLE_FRAGMENTS = ("45 vs 50 euros",)
+
+
+def copied(value: str) -> bool:
+    """Whether a reply's value is the prompt's placeholder or example, not the model's text."""
+    flat = " ".join(value.split())
+    bare = flat.strip(" .…'\"").lower()
+    return (
+        not bare
+        or bare in _EXAMPLE_VALUES
+        or _PLACEHOLDER.search(flat) is not None
+        or any(f in bare for f in _EXAMPLE_FRAGMENTS)
+    )
+
+
+def _own(values: list[str]) -> list[str]:
+    return [v for v in values if not copied(v)]
+
+
+def _reject_copy(what: str) -> OutputParseError:
+    return OutputParseError(
+        f"{what} copies the prompt's example or placeholder; reply with your own values from "
+        "the text above"
+    )
 
 
 def _json(text: str, opener: str, closer: str) -> Any:
@@ -52,16 +86,23 @@ def _texts(value: Any) -> list[str]:
 
 
 def parse_brief(text: str, *, request: str) -> ResearchBrief:
+    """The brief; a reply whose goal or every must-answer question is the prompt's example is
+    refused (asked again), a copied optional item is dropped."""
     data = json_object(text)
+    goal = _text(data.get("goal"))
+    asked = _texts(data.get("must_answer"))
+    if (goal and copied(goal)) or (asked and not _own(asked)):
+        raise _reject_copy("the brief")
+    question = _text(data.get("question"))
     brief = ResearchBrief(
-        goal=_text(data.get("goal")) or request,
-        scope=_text(data.get("scope")),
-        audience=_text(data.get("audience")),
-        must_answer=_texts(data.get("must_answer")),
-        constraints=_texts(data.get("constraints")),
-        assumptions=_texts(data.get("assumptions")),
+        goal=goal or request,
+        scope="" if copied(scope := _text(data.get("scope"))) else scope,
+        audience="" if copied(audience := _text(data.get("audience"))) else audience,
+        must_answer=_own(asked),
+        constraints=_own(_texts(data.get("constraints"))),
+        assumptions=_own(_texts(data.get("assumptions"))),
     )
-    brief.question = _text(data.get("question"))
+    brief.question = "" if copied(question) else question
     return brief
 
 
@@ -72,11 +113,16 @@ def parse_plan(text: str, *, max_sections: int) -> list[Subtask]:
     if not isinstance(value, list):
         raise OutputParseError("expected a JSON list of sections")
     sections: list[Subtask] = []
+    copies = 0
     for item in value:
         if not isinstance(item, dict):
             continue
         question = _text(item.get("question"))
-        title = _text(item.get("title")) or question
+        title = _text(item.get("title"))
+        title = question if not title or copied(title) else title
+        if question and copied(question):
+            copies += 1
+            continue
         if not question:
             continue
         complexity = item.get("complexity", 1)
@@ -85,6 +131,8 @@ def parse_plan(text: str, *, max_sections: int) -> list[Subtask]:
         )
         sections.append(Subtask(title, question, min(3, max(1, level))))
     if not sections:
+        if copies:
+            raise _reject_copy("the plan")
         raise OutputParseError("no section had a research question")
     return sections[:max_sections]
 
@@ -93,6 +141,8 @@ def parse_hypotheses(value: Any) -> list[Hypothesis]:
     out: list[Hypothesis] = []
     for item in value if isinstance(value, list) else []:
         if not isinstance(item, dict) or not (statement := _text(item.get("statement"))):
+            continue
+        if copied(statement):
             continue
         status = _text(item.get("status")).lower()
         out.append(
@@ -114,7 +164,17 @@ class CheckReply:
 
 
 def parse_check(text: str, *, questions: int) -> CheckReply:
+    """The check's reply; gaps or contradictions copied from the prompt's example refuse the
+    whole reply (asked again): a copied "covered" list would pass unnoticed next to them."""
     data = json_object(text)
+    gaps = _texts(data.get("gaps"))
+    said = data.get("contradictions")
+    differs = [
+        str(c.get("differs") or c.get("subject") or "") if isinstance(c, dict) else str(c)
+        for c in (said if isinstance(said, list) else [])
+    ]
+    if any(copied(g) for g in gaps) or any(d and copied(d) for d in differs):
+        raise _reject_copy("the check")
     covered = data.get("covered")
     flags = (
         [bool(c) for c in covered]
@@ -124,7 +184,24 @@ def parse_check(text: str, *, questions: int) -> CheckReply:
     score = data.get("score")
     return CheckReply(
         flags,
-        _texts(data.get("gaps")),
+        gaps,
         float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
         data.get("contradictions"),
     )
+
+
+def parse_draft(text: str) -> dict[str, Any]:
+    """The writer's draft (citations still evidence ids). A draft whose sections all hold the
+    prompt's placeholders is refused (asked again); copied open questions and hypotheses are
+    dropped."""
+    data = json_object(text)
+    sections = [s for s in data.get("sections") or [] if isinstance(s, dict)]
+    texts = [_text(s.get("text")) for s in sections]
+    if any(texts) and all(not t or copied(t) for t in texts):
+        raise _reject_copy("the draft")
+    for key in ("title", "summary"):
+        if isinstance(data.get(key), str) and copied(data[key]):
+            data[key] = ""
+    data["sections"] = [s for s, t in zip(sections, texts, strict=True) if t and not copied(t)]
+    data["open_questions"] = _own(_texts(data.get("open_questions")))
+    return data

@@ -1,5 +1,9 @@
 """The research stages' prompts. As in ``deepsearcher.agents.prompts``: each starts with a
-``TASK:`` line, and untrusted text (the request, passages, findings) is escaped and quoted."""
+``TASK:`` line, and untrusted text (the request, passages, findings) is escaped and quoted.
+
+The reply formats show ``<placeholders>``, never plausible values: a small model copies an
+example that reads like an answer ("45 vs 50 euros", a search for "search query") into its
+reply, and the parsers (``research.parsing``) reject a reply that still holds a placeholder."""
 
 from __future__ import annotations
 
@@ -8,8 +12,10 @@ Turn the request into a research brief for a report written from the team's priv
 Do not ask the user anything: when the request is ambiguous, choose the most likely reading and \
 state it under "assumptions"; put the question you would have asked under "question".
 Reply with one JSON object only:
-{{"goal": "...", "scope": "...", "audience": "...", "must_answer": ["question", ...], \
-"constraints": ["..."], "assumptions": ["..."], "question": ""}}
+{{"goal": "<what the report is for>", "scope": "<what it covers>", \
+"audience": "<who reads it>", "must_answer": ["<a question the report must answer>"], \
+"constraints": [], "assumptions": ["<a reading of the request you chose>"], "question": ""}}
+Replace every <...> with your own text from the request; leave a list empty when nothing fits.
 
 Request: {request}"""
 
@@ -18,7 +24,9 @@ Split the research brief into at most {max_sections} report sections. Each secti
 self-contained research question for a researcher who searches the documents, and a \
 complexity from 1 (one fact) to 3 (many facts to gather and compare).
 Reply with a JSON list only:
-[{{"title": "...", "question": "...", "complexity": 1}}]
+[{{"title": "<section title>", "question": "<a self-contained research question>", \
+"complexity": 1}}]
+Replace every <...> with your own text.
 
 Brief:
 {brief}"""
@@ -29,9 +37,12 @@ the findings it rests on, in square brackets, e.g. [E1] or [E2][E5]. Use only th
 say plainly what they do not establish. List hypotheses the evidence bears on with status \
 "supported", "refuted" or "open" and their evidence ids.
 Reply with one JSON object only:
-{{"title": "...", "summary": "...", "sections": [{{"title": "...", "text": "..."}}], \
-"open_questions": ["..."], "hypotheses": [{{"statement": "...", "status": "open", \
-"evidence": ["E1"]}}]}}
+{{"title": "<report title>", "summary": "<two or three cited sentences>", \
+"sections": [{{"title": "<section title>", "text": "<cited sentences>"}}], \
+"open_questions": ["<what the findings leave open>"], \
+"hypotheses": [{{"statement": "<a claim the evidence bears on>", "status": "open", \
+"evidence": ["<evidence id>"]}}]}}
+Replace every <...> with your own text from the findings; leave a list empty when nothing fits.
 
 Brief:
 {brief}
@@ -48,8 +59,11 @@ the draft answers it, and name short search queries for what is missing. Then co
 findings: list every pair whose evidence states different facts about the same subject \
 (figures, dates, names), with both evidence ids and what differs.
 Reply with one JSON object only:
-{{"covered": [true, false], "gaps": ["search query"], "score": 0.0, \
-"contradictions": [{{"evidence": ["E1", "E2"], "subject": "...", "differs": "45 vs 50 euros"}}]}}
+{{"covered": [<true or false per question>], "gaps": ["<a search for a missing fact>"], \
+"score": <0.0 to 1.0>, "contradictions": [{{"evidence": ["<id>", "<id>"], \
+"subject": "<what both state>", "differs": "<value in one> vs <value in the other>"}}]}}
+Replace every <...> with your own values; leave "gaps" and "contradictions" empty when there \
+are none.
 
 Questions:
 {questions}
@@ -63,15 +77,17 @@ Draft:
 RESEARCH_TOOLS = """TASK: research-tools
 You research one section of a report from the team's documents. A search already found the \
 findings and evidence below. Check and complete them with tools: one tool call per reply, as \
-one JSON object, e.g.
-{{"tool": "search", "args": {{"query": "battery supplier contract"}}}}
+one JSON object:
+{{"tool": "search", "args": {{"query": "<words to search for>"}}}}
 Tools:
 {tools}
 You have at most {steps} replies. End with the findings tool: each claim cites the evidence \
 ids it rests on; add up to {max_hypotheses} hypotheses the question raises, each with a search \
 that would find evidence against it:
-{{"tool": "findings", "args": {{"findings": [{{"claim": "...", "evidence": ["E1"]}}], \
-"hypotheses": [{{"statement": "...", "against": "..."}}]}}}}
+{{"tool": "findings", "args": {{"findings": [{{"claim": "<a fact the evidence states>", \
+"evidence": ["<evidence id>"]}}], "hypotheses": [{{"statement": "<a claim to test>", \
+"against": "<a search for evidence against it>"}}]}}}}
+Replace every <...> with your own text.
 
 Question: {question}
 
@@ -86,7 +102,7 @@ Judge the hypothesis from the passages only: "supported" when a passage states i
 when a passage contradicts it, "open" when they do not settle it. Name the ids of the passages \
 that decide it.
 Reply with one JSON object only:
-{{"status": "open", "evidence": ["E1"]}}
+{{"status": "<supported, refuted or open>", "evidence": ["<evidence id>"]}}
 
 Hypothesis: {statement}
 

@@ -28,7 +28,13 @@ from typing import Any
 import httpx
 
 from deepsearcher.agents import DeepSearchAgent
-from deepsearcher.agents.base import escape_attribute, escape_document, messages_for
+from deepsearcher.agents.base import (
+    escape_attribute,
+    escape_document,
+    messages_for,
+    new_answer,
+    write_answer,
+)
 from deepsearcher.agents.parsing import OutputParseError, clean_output
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, DeepSearcherError, LLMError
@@ -38,6 +44,7 @@ from deepsearcher.research import prompts
 from deepsearcher.research.budget import (
     MIN_RESEARCHER_CALLS,
     WRITE_RESERVE_CALLS,
+    CallGate,
     SharedBudgetModel,
 )
 from deepsearcher.research.events import (
@@ -46,7 +53,12 @@ from deepsearcher.research.events import (
     ResearchNoteEvent,
     ToolCallEvent,
 )
-from deepsearcher.research.evidence import evidence_of, findings_from_answer, passage_evidence
+from deepsearcher.research.evidence import (
+    answer_as_finding,
+    evidence_of,
+    findings_from_answer,
+    passage_evidence,
+)
 from deepsearcher.research.models import (
     Evidence,
     Finding,
@@ -56,7 +68,7 @@ from deepsearcher.research.models import (
     SectionResult,
     Subtask,
 )
-from deepsearcher.research.parsing import json_object
+from deepsearcher.research.parsing import copied, json_object
 from deepsearcher.research.tools import (
     STRING,
     STRINGS,
@@ -76,7 +88,7 @@ from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
 from deepsearcher.tools.fetch import FetchRefused, extract_main_text, trafilatura_available
 from deepsearcher.tools.web import MAX_PAGE_CHARS, WebSearchTool, normalize_url
-from deepsearcher.types import Answer, Hit
+from deepsearcher.types import Answer, Hit, Source
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +117,7 @@ class ResearcherDeps:
     web: WebSearchTool | None = None
     max_tool_steps: int = 3  # the run's limits (research.* unless the request set them)
     max_hypotheses: int = 2  # each costs 2 searches and 1 verdict call
+    gate: CallGate = field(default_factory=CallGate)  # one per run: every researcher's calls
 
 
 @dataclass
@@ -126,7 +139,9 @@ class Researcher:
     _collections: list[str] | None = None
 
     def __post_init__(self) -> None:
-        self.model = SharedBudgetModel(self.deps.llm, self.deps.ctx, WRITE_RESERVE_CALLS)
+        self.model = SharedBudgetModel(
+            self.deps.llm, self.deps.ctx, WRITE_RESERVE_CALLS, self.deps.gate
+        )
 
     @property
     def title(self) -> str:
@@ -143,15 +158,28 @@ class Researcher:
         answer = await self.deep_search(self.budget - reserve)
         result = SectionResult(self.subtask, budget=self.budget, calls=answer.usage.llm_calls)
         result.cut_short = answer.cut_short
+        self.left = self.budget - answer.usage.llm_calls
         failed = next((n for n in answer.notes if n.startswith(_NO_ANSWER_NOTES)), None)
-        if failed or answer.mode == "retrieval-only":
+        if (
+            answer.mode == "retrieval-only"
+            or (failed and not answer.sources)
+            or (failed and self.budget_spent())
+        ):
             result.error = f"no findings: {failed or 'the LLM could not be reached'}"
             return result
+        if failed:
+            answer, result.degraded = await self.answer_again(answer, failed)
         findings, evidence = findings_from_answer(answer, self.title)
+        if not findings:  # no usable [n]: the answer itself, where its passages bear it out
+            findings, evidence = answer_as_finding(answer, self.title)
+            if findings:
+                self.note(
+                    f"researcher '{self.title}': its answer cited no passage; kept as one "
+                    f"finding on the {len(evidence)} passage(s) that hold its terms"
+                )
         for ev in evidence:
             self.add_evidence(ev)
         self.findings = findings
-        self.left = self.budget - answer.usage.llm_calls
         if self.deps.max_tool_steps > 0:
             await self.use_tools()
         if len(self.proposed) > self.deps.max_hypotheses:
@@ -168,6 +196,46 @@ class Researcher:
         cited |= {k for h in self.hypotheses for k in h.evidence}
         result.evidence = [e for k, e in self.evidence.items() if k in cited]
         return result
+
+    def budget_spent(self) -> bool:
+        """The run's budget refuses more calls: the section ends, cut short, as it is."""
+        try:
+            self.deps.ctx.check_budget(WRITE_RESERVE_CALLS)
+        except BudgetExceeded:
+            return True
+        return self.deps.ctx.search_remaining_s() <= 0
+
+    async def answer_again(self, first: Answer, failed: str) -> tuple[Answer, str]:
+        """The section's answer written once more from the passages its search kept (an
+        answer step fails on a stream the server aborted or a timeout, not on the evidence);
+        when that fails too, the first answer, which quotes the passages with their
+        citations. Either way the section says so (the second value), in the report too."""
+        self.note(f"researcher '{self.title}': {failed}; writing the answer once more")
+        hits = [_hit_of(s) for s in first.sources]
+        settings = self.deps.settings.model_copy(deep=True)
+        settings.query.max_llm_calls = max(1, self.left - self.calls)
+        # Alone: no other researcher's request can abort this stream (the first one may have
+        # failed that way); the others wait for this one call.
+        model = SharedBudgetModel(self.deps.llm, self.deps.ctx, WRITE_RESERVE_CALLS)
+        answer = new_answer(self.subtask.question, "deep")
+        if self.calls < self.left:
+            async with self.deps.gate.alone():
+                ctx = RunContext.create(
+                    settings,
+                    model,
+                    max(self.deps.ctx.search_remaining_s(), 0.001),
+                    "research time budget",
+                )
+                async for _ in write_answer(ctx, self.subtask.question, hits, answer):
+                    pass
+            self.calls += 1
+            again = next((n for n in ctx.notes if n.startswith(_NO_ANSWER_NOTES)), None)
+            if again is None and answer.answer:
+                return answer, f"the first answer failed ({failed}); written again"
+            failed = again or failed
+        else:
+            failed = f"{failed}; no call left to write it again"
+        return first, f"no answer was written ({failed}); its passages are quoted as found"
 
     async def deep_search(self, budget: int) -> Answer:
         run = self.deps
@@ -230,7 +298,7 @@ class Researcher:
         tools = [
             Tool(
                 "search",
-                'search the private documents; args {"query": "..."}',
+                'search the private documents; args {"query": "<words to search for>"}',
                 self._search,
                 _args({"query": STRING}, ["query"]),
             )
@@ -239,7 +307,7 @@ class Researcher:
             tools.append(
                 Tool(
                     "web_search",
-                    'search the web; args {"query": "..."}',
+                    'search the web; args {"query": "<words to search for>"}',
                     self._web_search,
                     _args({"query": STRING}, ["query"]),
                 )
@@ -247,7 +315,7 @@ class Researcher:
             tools.append(
                 Tool(
                     "fetch",
-                    'read a page a web_search returned; args {"url": "..."}',
+                    'read a page a web_search returned; args {"url": "<a url it returned>"}',
                     self._fetch,
                     _args({"url": STRING}, ["url"]),
                 )
@@ -270,9 +338,9 @@ class Researcher:
         tools.append(
             Tool(
                 FINAL_TOOL,
-                'the last call: args {"findings": [{"claim": "...", "evidence": ["E1"]}], '
-                '"hypotheses": [{"statement": "...", "against": "a search for evidence '
-                'against it"}]}',
+                'the last call: args {"findings": [{"claim": "<a fact the evidence states>", '
+                '"evidence": ["<evidence id>"]}], "hypotheses": [{"statement": "<a claim to '
+                'test>", "against": "<a search for evidence against it>"}]}',
                 self._findings,
                 _args(
                     {
@@ -439,14 +507,19 @@ class Researcher:
             claim = item.get("claim") if isinstance(item, dict) else None
             if not isinstance(claim, str) or not claim.strip():
                 raise ToolArgumentError('findings: each finding needs a "claim"')
+            if copied(claim):
+                raise ToolArgumentError(
+                    f"findings: {claim.strip()!r} is the example, not a claim; write the fact "
+                    "the evidence states"
+                )
             keys = self.keys_of(item.get("evidence"), f"finding {claim[:40]!r}")
             new.append(Finding(" ".join(claim.split()), keys, self.title))
         proposed: list[tuple[str, str]] = []
         for h in args.get("hypotheses") or []:
             statement = h.get("statement") if isinstance(h, dict) else h
-            if isinstance(statement, str) and statement.strip():
+            if isinstance(statement, str) and statement.strip() and not copied(statement):
                 against = h.get("against") if isinstance(h, dict) else None
-                counter = against if isinstance(against, str) and against.strip() else ""
+                counter = against if isinstance(against, str) and not copied(against) else ""
                 proposed.append((" ".join(statement.split()), counter or f"not {statement}"))
         self.findings += new
         self.proposed = proposed
@@ -518,4 +591,24 @@ def _text_arg(args: Mapping[str, Any], name: str, tool: str) -> str:
     value = args.get(name)
     if not isinstance(value, str) or not value.strip():
         raise ToolArgumentError(f'{tool} takes a non-empty "{name}" string')
+    if copied(value):
+        raise ToolArgumentError(f"{tool}: {value.strip()!r} is the example; write your own {name}")
     return value.strip()
+
+
+def _hit_of(source: Source) -> Hit:
+    """A cited source back as the passage it was (for answering from it again)."""
+    return Hit(
+        id=f"{source.collection}|{source.source}|{source.start}|{source.end}",
+        text=source.text,
+        source=source.source,
+        score=0.0,
+        collection=source.collection,
+        start=source.start,
+        end=source.end,
+        page=source.page,
+        kind=source.kind,
+        title=source.title,
+        page_end=source.page_end,
+        record_id=source.record_id,
+    )

@@ -21,13 +21,12 @@ from typing import Any, Protocol
 
 from deepsearcher.agents.base import ask, escape_attribute, escape_document, messages_for
 from deepsearcher.agents.citations import is_supported
-from deepsearcher.agents.citations import key_terms as _key_terms
 from deepsearcher.agents.prompts import DOCUMENT
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, DeepSearcherError, LLMError
 from deepsearcher.llm import ChatModel
 from deepsearcher.research import prompts
-from deepsearcher.research.budget import MIN_RESEARCHER_CALLS, WRITE_RESERVE_CALLS
+from deepsearcher.research.budget import MIN_RESEARCHER_CALLS, WRITE_RESERVE_CALLS, CallGate
 from deepsearcher.research.contradictions import (
     conflicts_text,
     find_contradictions,
@@ -63,16 +62,18 @@ from deepsearcher.research.models import (
     Subtask,
 )
 from deepsearcher.research.parsing import (
-    json_object,
     parse_brief,
     parse_check,
+    parse_draft,
     parse_hypotheses,
     parse_plan,
 )
 from deepsearcher.research.researcher import Researcher, ResearcherDeps
 from deepsearcher.research.text import claim_of as _claim
+from deepsearcher.research.text import key_terms as _key_terms
 from deepsearcher.research.text import norm as _norm
 from deepsearcher.research.text import sentences as _sentences
+from deepsearcher.research.text import terms_share as _terms_share
 from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
 from deepsearcher.tools.web import WebSearchTool
@@ -156,6 +157,7 @@ class _Run:
     researched_conflicts: set[frozenset[str]] = field(default_factory=set)
     conflicts_in_draft: int = 0
     max_researchers_in_flight: int = 0
+    gate: CallGate = field(default_factory=CallGate)  # the researchers' calls, for one alone
 
     def __post_init__(self) -> None:
         self.ctx = budget_for(self.settings, self.request)
@@ -359,6 +361,7 @@ class _Run:
             self.web,
             max_tool_steps=self.limits.max_tool_steps,
             max_hypotheses=self.limits.max_hypotheses,
+            gate=self.gate,
         )
         return await Researcher(tools, subtask, budget).research()
 
@@ -419,10 +422,19 @@ class _Run:
         )
         try:
             # Not budgeted: the researchers left this call its reserve.
-            return await ask(self.ctx, messages_for(prompt), json_object, budgeted=False)
+            draft = await ask(self.ctx, messages_for(prompt), parse_draft, budgeted=False)
         except (LLMError, BudgetExceeded) as exc:
             self.note(f"draft failed ({exc.message}); listing the findings as found")
             return _draft_from_findings(brief, self.findings, exc.message)
+        known = {e.id for e in self.evidence.values()}
+        texts = [str(draft.get("summary") or ""), *(s.text for s in _draft_sections(draft))]
+        if not any(_cited_ids(sentence) & known for t in texts for sentence in _sentences(t)):
+            # A draft that cites none of the evidence would hide every finding behind prose
+            # the check can only fail.
+            reason = "the draft cited none of the evidence"
+            self.note(f"{reason}; listing the findings as found")
+            return _draft_from_findings(brief, self.findings, reason)
+        return draft
 
     def findings_for_writer(self) -> str:
         self.conflicts_in_draft = len(self.contradictions)
@@ -550,6 +562,16 @@ class _Run:
         r.missing = [
             f"section '{res.subtask.title}': {res.error}" for res in self.results if res.error
         ]
+        # A planned section that ran but found nothing it could cite is missing too, whatever
+        # the check said about coverage (a weak model's check calls every question covered).
+        r.missing += [
+            f"section '{res.subtask.title}': no cited evidence found"
+            for res in self.results
+            if not res.error and not res.findings and res.subtask in plan.sections
+        ]
+        r.degraded = [
+            f"section '{res.subtask.title}': {res.degraded}" for res in self.results if res.degraded
+        ]
         r.cut_short = self.ctx.cut_short
         r.usage = Usage(**self.ctx.usage.to_dict())
         r.notes = list(self.ctx.notes)
@@ -561,11 +583,6 @@ class _Run:
 
 def _cited_ids(sentence: str) -> set[str]:
     return {i for m in _EVIDENCE_REF.findall(sentence) for i in _EVIDENCE_ID.findall(m)}
-
-
-def _terms_share(question: str, text: str) -> float:
-    terms = _key_terms(question)
-    return sum(1 for t in terms if t in text) / len(terms) if terms else 1.0
 
 
 def _texts_of(value: Any) -> list[str]:

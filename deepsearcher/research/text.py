@@ -6,10 +6,25 @@ from __future__ import annotations
 import hashlib
 import re
 
-# Sentences and claims are split the way the answer's citation check splits them.
-from deepsearcher.agents.citations import CITATION, claim_of, sentences
+# Sentences, claims and key terms are found the way the answer's citation check finds them.
+from deepsearcher.agents.citations import CITATION, claim_of, key_terms, sentences
 
-__all__ = ["CITATION", "claim_of", "digest", "norm", "sentences"]
+__all__ = [
+    "CITATION",
+    "LOOSE_CITATION",
+    "cited_numbers",
+    "claim_of",
+    "digest",
+    "key_terms",
+    "norm",
+    "sentences",
+    "terms_share",
+]
+
+# How models write citations besides [1]: [1, 2], [1; 3], [Source 2], [source 1, 2].
+LOOSE_CITATION = re.compile(
+    r"\[\s*(?:sources?\s*)?(\d{1,3}(?:\s*[,;]\s*(?:sources?\s*)?\d{1,3})*)\s*\]", re.IGNORECASE
+)
 
 
 def digest(text: str) -> str:
@@ -19,3 +34,16 @@ def digest(text: str) -> str:
 def norm(text: str) -> str:
     """A claim's de-duplication key: lower case, no punctuation, single spaces."""
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
+
+
+def cited_numbers(text: str) -> list[int]:
+    """The source numbers ``text`` cites, in any of the forms ``LOOSE_CITATION`` knows."""
+    found = (re.findall(r"\d{1,3}", m) for m in LOOSE_CITATION.findall(text))
+    return list(dict.fromkeys(int(n) for ns in found for n in ns))
+
+
+def terms_share(text: str, passages: str) -> float:
+    """The share of ``text``'s key terms that ``passages`` (lower case) holds; 1.0 without
+    terms."""
+    terms = key_terms(text)
+    return sum(1 for t in terms if t in passages) / len(terms) if terms else 1.0
