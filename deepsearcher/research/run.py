@@ -70,7 +70,6 @@ from deepsearcher.research.parsing import (
 )
 from deepsearcher.research.researcher import Researcher, ResearcherDeps
 from deepsearcher.research.text import claim_of as _claim
-from deepsearcher.research.text import key_terms as _key_terms
 from deepsearcher.research.text import norm as _norm
 from deepsearcher.research.text import sentences as _sentences
 from deepsearcher.research.text import terms_share as _terms_share
