@@ -307,3 +307,16 @@ def test_unsupported_citations_checks_each_sentence_against_its_passages() -> No
     assert unsupported_citations(text, passages) == [
         "Quarterly revenue in Europe grew strongly last year [2]."
     ]
+
+
+def test_citations_written_loosely_count_as_citations() -> None:
+    """Small models write [Source 1] or [1, 2]; the answer keeps them as [1] / [1][2] and
+    lists those passages as its sources instead of calling the answer uncited."""
+    llm = ScriptedChatModel()
+    llm.add_rule("TASK: decompose", '{"queries": ["The NR-7 battery"]}')
+    llm.add_rule("TASK: judge", "YES")
+    llm.add_rule("TASK: answer", "Kestrel Energy supplies the NR-7 battery [Source 1, 2].")
+    answer, _ = _run(_agent(llm, max_iter=1, top_k=3), "Who supplies the NR-7 battery?")
+    assert answer.answer.endswith("[1][2].")
+    assert [s.n for s in answer.sources] == [1, 2]
+    assert not any("cites none" in n for n in answer.notes)

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Sequence, Set
 from typing import TypeVar
 
 from deepsearcher.agents import prompts
-from deepsearcher.agents.citations import unsupported_citations
+from deepsearcher.agents.citations import canonical_citations, unsupported_citations
 from deepsearcher.agents.parsing import (
     ReasoningFilter,
     clean_output,
@@ -180,7 +180,7 @@ def cited_sources(answer_text: str, passages: Sequence[Hit]) -> tuple[str, list[
         invalid += 1
         return ""
 
-    text = _CITATION.sub(keep, answer_text)
+    text = _CITATION.sub(keep, canonical_citations(answer_text))
     return text, sorted(cited), invalid
 
 

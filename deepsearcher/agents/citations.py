@@ -11,6 +11,10 @@ import re
 from collections.abc import Sequence
 
 CITATION = re.compile(r"\[(\d{1,3})\]")
+# How models write citations besides [1]: [1, 2], [1; 3], [Source 2], [source 1, 2].
+LOOSE_CITATION = re.compile(
+    r"\[\s*(?:sources?\s*)?(\d{1,3}(?:\s*[,;]\s*(?:sources?\s*)?\d{1,3})*)\s*\]", re.IGNORECASE
+)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _CITE_AFTER_END = re.compile(r"([.!?])\s*((?:\[[^\]\n]{1,40}\])+)")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.!?,;:])")
@@ -27,6 +31,16 @@ _STOP = frozenset(_STOP_WORDS.split())
 # claims with fewer than MIN_TERMS terms are too short to judge.
 MIN_SHARE = 0.34
 MIN_TERMS = 3
+
+
+def canonical_citations(text: str) -> str:
+    """``text`` with every loose citation written as ``[1][2]``, so one strict pattern finds
+    them all (small models write ``[Source 1]`` or ``[1, 2]`` as often as ``[1]``)."""
+
+    def one_each(m: re.Match[str]) -> str:
+        return "".join(f"[{n}]" for n in re.findall(r"\d{1,3}", m.group(1)))
+
+    return LOOSE_CITATION.sub(one_each, text)
 
 
 def sentences(text: str) -> list[str]:

@@ -54,12 +54,14 @@ def answer_as_finding(answer: Answer, section: str) -> tuple[list[Finding], list
     its sources hold most of its key terms (a small model that writes a right answer and
     forgets the [n]); nothing when they do not (an answer saying the documents are silent)."""
     text = claim_of(" ".join(sentences(answer.answer)), LOOSE_CITATION)
-    if not text or not answer.sources or _SILENT.search(text):
+    # An answer that cites nothing lists its passages under ``retrieved``, not ``sources``.
+    given = answer.sources or answer.retrieved
+    if not text or not given or _SILENT.search(text):
         return [], []
-    passages = " ".join(s.text for s in answer.sources).lower()
+    passages = " ".join(s.text for s in given).lower()
     if terms_share(text, passages) < ANSWER_SUPPORT_SHARE:
         return [], []
-    supporting = [s for s in answer.sources if terms_share(text, s.text.lower()) > 0]
+    supporting = [s for s in given if terms_share(text, s.text.lower()) > 0]
     evidence = [evidence_of(s) for s in supporting]
     return [Finding(text, [e.id for e in evidence], section)], evidence
 

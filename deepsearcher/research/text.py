@@ -7,7 +7,13 @@ import hashlib
 import re
 
 # Sentences, claims and key terms are found the way the answer's citation check finds them.
-from deepsearcher.agents.citations import CITATION, claim_of, key_terms, sentences
+from deepsearcher.agents.citations import (
+    CITATION,
+    LOOSE_CITATION,
+    claim_of,
+    key_terms,
+    sentences,
+)
 
 __all__ = [
     "CITATION",
@@ -20,11 +26,6 @@ __all__ = [
     "sentences",
     "terms_share",
 ]
-
-# How models write citations besides [1]: [1, 2], [1; 3], [Source 2], [source 1, 2].
-LOOSE_CITATION = re.compile(
-    r"\[\s*(?:sources?\s*)?(\d{1,3}(?:\s*[,;]\s*(?:sources?\s*)?\d{1,3})*)\s*\]", re.IGNORECASE
-)
 
 
 def digest(text: str) -> str:
