@@ -50,6 +50,20 @@ _FILTER_DESCRIPTION = (
     'object like {"source": "hr/**", "modified": {"gte": "2025-01-01"}}.'
 )
 
+# Any JSON is let through to Filter.from_json, which refuses a wrong shape with the forms it
+# accepts; the schema still tells clients those forms.
+_FILTER_FIELD = Field(
+    description=_FILTER_DESCRIPTION,
+    json_schema_extra={
+        "anyOf": [
+            {"type": "array", "items": {"type": "string"}},
+            {"type": "string"},
+            {"type": "object"},
+            {"type": "null"},
+        ]
+    },
+)
+
 
 @contextmanager
 def _tool_errors(view: PublicView | None) -> Iterator[None]:
@@ -154,10 +168,7 @@ def build_mcp(
             int | None,
             Field(description="Passages to return (default: query.top_k).", ge=1, le=100),
         ] = None,
-        filter: Annotated[
-            list[str] | dict[str, Any] | None,
-            Field(description=_FILTER_DESCRIPTION),
-        ] = None,
+        filter: Annotated[Any, _FILTER_FIELD] = None,
     ) -> dict[str, Any]:
         """Passages most similar to `query`, with their source file, pages, collection, score
         and a `uri` to read each again. Retrieval only: no LLM is called."""
@@ -201,10 +212,7 @@ def build_mcp(
             bool,
             Field(description="Answer from the answer cache when asked before (cached: true)."),
         ] = True,
-        filter: Annotated[
-            list[str] | dict[str, Any] | None,
-            Field(description=_FILTER_DESCRIPTION),
-        ] = None,
+        filter: Annotated[Any, _FILTER_FIELD] = None,
     ) -> dict[str, Any]:
         """Answer `question` from the documents: sub-queries, searches, relevance checks and
         a written answer whose [n] markers cite `sources`. Sends a progress notification per

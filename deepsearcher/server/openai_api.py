@@ -31,7 +31,9 @@ class SearchOptions(BaseModel):
     top_k: int | None = Field(None, ge=1, le=100)
     cache: bool = True  # false: search afresh even when the answer is cached
     # Metadata filter: a list of "KEY OP VALUE" strings or an object (deepsearcher.filters).
-    filter: list[str] | dict[str, Any] | str | None = None
+    # Any JSON here: Filter.from_json refuses another shape as invalid_filter with the forms
+    # it accepts, where a typed field would give a bare validation error.
+    filter: Any = None
 
     def options(self) -> dict[str, Any]:
         """The search options set in the request; a bad filter raises ``FilterError`` (400)."""
