@@ -44,11 +44,21 @@ def default_upload_dir(settings: Settings) -> Path:
     return db.with_name(db.name + ".uploads")
 
 
+_NAME_MAX = 200  # characters and UTF-8 bytes: file systems allow 255 bytes a name
+
+
 def safe_filename(raw: str | None) -> str:
-    """The uploaded file's own name, stripped of directories and odd characters."""
+    """The uploaded file's own name, stripped of directories and odd characters. A long name
+    is cut inside its stem: the extension says which loader reads the file."""
     base = PureWindowsPath(PurePosixPath(raw or "").name).name
     name = _SAFE_NAME.sub("_", base).lstrip(". ")
-    return name[:200] or "upload"
+    suffix = PurePosixPath(name).suffix
+    if len(suffix) > 20:  # not an extension, just a dot in a long name
+        suffix = ""
+    stem = name[: len(name) - len(suffix)]
+    while stem and len((stem + suffix).encode()) > _NAME_MAX:
+        stem = stem[: min(len(stem) - 1, _NAME_MAX - len(suffix))]
+    return (stem + suffix if stem else name[:_NAME_MAX]) or "upload"
 
 
 def _copy_to(src: BinaryIO, dest: Path) -> None:
