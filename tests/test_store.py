@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -216,6 +217,41 @@ def test_server_uri_works_like_lite(milvus_server: str, embedder) -> None:
         assert other.count("docs") == 3
     finally:
         other.close()
+
+
+def test_concurrent_property_writes_on_a_milvus_lite_server_all_land(milvus_server: str) -> None:
+    # Two stores stand for two servers on one Milvus; milvus-lite's server writes schema.json
+    # through one fixed temp file, so their writes at once failed (16 of 40 in one run).
+    stores = [MilvusStore(VectorStoreSettings(uri=milvus_server)) for _ in range(2)]
+    try:
+        stores[0].ensure_collection("shared", META)
+        failures: list[BaseException] = []
+
+        def write(store: MilvusStore, n: int) -> None:
+            for i in range(20):
+                try:
+                    if i % 4 == 0:
+                        store.set_description("shared", f"writer {n}, round {i}")
+                    else:
+                        store.bump_version("shared")
+                except BaseException as exc:  # collected: the test's own assertion reports it
+                    failures.append(exc)
+
+        threads = [
+            threading.Thread(target=write, args=(store, n)) for n, store in enumerate(stores)
+        ]
+        versions = stores[1].collection_versions(["shared"])
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not failures, failures[0]
+        assert stores[0].collection_versions(["shared"]) != versions
+        meta = stores[1].get_meta("shared")
+        assert meta is not None and meta.description.startswith("writer ")
+    finally:
+        for store in stores:
+            store.close()
 
 
 def test_unreachable_server_is_a_clear_error() -> None:
