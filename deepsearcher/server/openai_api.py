@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from deepsearcher.errors import check_question_length
 from deepsearcher.filters import Filter
 from deepsearcher.server.errors import RequestError
 from deepsearcher.types import Answer, Source, Usage
@@ -111,13 +112,9 @@ class LoadRequest(BaseModel):
 
 
 def check_question(question: str, max_chars: int) -> None:
-    if len(question) > max_chars:
-        raise RequestError(
-            400,
-            f"the question is {len(question)} characters long; the limit is {max_chars}",
-            code="question_too_long",
-            hint="ask a shorter question, or raise server.max_question_chars",
-        )
+    """The library's cap (``QuestionTooLongError``, 400 ``question_too_long``), checked by the
+    routes too so a long question is refused before it waits for a search slot."""
+    check_question_length(question, max_chars)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
