@@ -7,9 +7,11 @@ from __future__ import annotations
 import socket
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import pytest
 
 from tests.llm_server import ScriptedLLMServer
 from tests.server_fixtures import (  # noqa: F401 (fixtures are used as parameters)
@@ -145,3 +147,27 @@ def test_a_long_upload_name_is_cut_inside_its_stem(serve: Serve, tmp_path: Path)
     assert [Path(n).suffix for n in saved] == [".md", ".txt"]
     assert all(len(n) <= 200 and len(n.encode()) <= 200 for n in saved)
     assert saved[0].startswith("quarterly-report-") and saved[1].startswith("季度报告")
+
+
+def test_an_upload_onto_a_full_disk_is_refused_with_a_free_space_hint(
+    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+    import shutil
+
+    url = serve()
+    real_copy = shutil.copyfileobj
+
+    def disk_full(src: Any, dst: Any, length: int = 0) -> None:
+        real_copy(src, dst, length)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as write() says on a full disk
+
+    monkeypatch.setattr(shutil, "copyfileobj", disk_full)
+    files = [("files", ("notes.md", b"# Notes\n\nThe retro is on Fridays.\n", "text/markdown"))]
+    resp = httpx.post(f"{url}/v1/load", files=files, data={"collection": "team"}, timeout=60)
+    assert resp.status_code == 507, resp.text
+    error = resp.json()["error"]
+    assert error["code"] == "insufficient_storage" and "free space" in error["hint"]
+    staging = tmp_path / "uploads" / ".staging"
+    assert not staging.exists() or not any(staging.iterdir())  # nothing half-written is left

@@ -5,6 +5,7 @@ owns the Milvus Lite database."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import re
@@ -232,8 +233,17 @@ class HTTPLoads:
             try:
                 for upload, fname in zip(uploads, names, strict=True):
                     await asyncio.to_thread(_copy_to, upload.file, staging / fname)
-            except BaseException:
+            except BaseException as exc:
                 await asyncio.to_thread(shutil.rmtree, staging, True)
+                if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise RequestError(
+                        507,
+                        "the server's disk is full: the upload could not be stored",
+                        type_="server_error",
+                        code="insufficient_storage",
+                        hint="free space on the server (its upload folder and store) and "
+                        "upload again; nothing was stored",
+                    ) from None
                 raise
         published = _Published(staging, self.upload_dir / collection, names)
         force = fields.get("force", "").lower() in ("1", "true", "yes", "on")
