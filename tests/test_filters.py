@@ -397,7 +397,7 @@ def test_string_and_object_forms_parse_alike() -> None:
         (["meta.x=a\nb"], "control character"),
         (["type="], "has no value"),
         ({"page": {"between": [1, 2]}}, "unknown filter operator 'between'"),
-        (42, "filter must be an object or a list of strings"),
+        (42, "filter must be a list of condition strings"),
     ],
 )
 def test_bad_filters_say_what_is_wrong_with_the_accepted_forms(value: Any, message: str) -> None:
