@@ -39,9 +39,15 @@ def _now() -> float:
 
 
 def normalise_question(question: str) -> str:
-    """The question as the cache sees it: NFKC, case-folded, whitespace collapsed, trailing
-    punctuation dropped ("What is X?" and "what is  x" are one question)."""
-    text = " ".join(unicodedata.normalize("NFKC", question).casefold().split())
+    """The question as the cache sees it: NFC, lower-cased, whitespace collapsed, trailing
+    punctuation dropped ("What is X?" and "what is  x" are one question).
+
+    Only forms that spell the same text meet: NFC joins a composed and a decomposed "é", and
+    nothing else is folded. NFKC would make "5²" and "52", "H₂O" and "H2O", "１０" and "10"
+    one key, so one client could plant the answer another gets; full case folding
+    (``casefold``) merges "Maße" with "Masse" and the ligature "ﬁ" with "fi" the same way,
+    hence the simple ``lower``."""
+    text = " ".join(unicodedata.normalize("NFC", question).lower().split())
     end = len(text)
     while end and (text[end - 1].isspace() or unicodedata.category(text[end - 1])[0] == "P"):
         end -= 1

@@ -426,7 +426,10 @@ class ServerSettings(_Section):
     request_timeout_s: float = Field(300.0, gt=0, description="Seconds one search may take (504).")
     max_request_mb: float = Field(50.0, gt=0, description="Largest request body (413).")
     max_question_chars: int = Field(
-        8000, ge=1, description="Longest question accepted, in characters (400)."
+        8000,
+        ge=1,
+        description="Longest question, search query or research request accepted, in "
+        "characters, by every entry point: library, CLI, HTTP (400) and MCP.",
     )
     keys_file: str | None = Field(
         None,

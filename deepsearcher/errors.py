@@ -84,5 +84,19 @@ class BudgetExceeded(DeepSearcherError):
     default_hint = "raise query.max_llm_calls, query.max_tokens or query.timeout_s"
 
 
+class QuestionTooLongError(DeepSearcherError):
+    """A question (or search query, or research request) over ``server.max_question_chars``."""
+
+    default_hint = "ask a shorter question, or raise server.max_question_chars"
+
+
+def check_question_length(text: str, max_chars: int, what: str = "question") -> None:
+    """The one length cap every entry point applies (library, CLI, HTTP routes, MCP tools)."""
+    if len(text) > max_chars:
+        raise QuestionTooLongError(
+            f"the {what} is {len(text)} characters long; the limit is {max_chars}"
+        )
+
+
 class WebSearchError(DeepSearcherError):
     default_hint = "check the web_search section of config.yaml"

@@ -33,6 +33,11 @@ FILTER_HINT = (
 )
 
 Scalar = str | int | float
+# The JSON forms a request's ``filter`` may take, named in every refusal of its shape.
+ACCEPTED_FORMS = (
+    'a list of condition strings ["source=hr/**", "page<=5"], one such string, or an object '
+    '{"source": "hr/**", "modified": {"gte": "2025-01-01"}}'
+)
 
 
 class FilterError(DeepSearcherError):
@@ -79,7 +84,11 @@ class Filter:
         conditions: list[Condition] = []
         for expr in expressions:
             if not isinstance(expr, str):
-                raise FilterError(f"a filter condition must be a string, not {expr!r}")
+                shown = repr(expr)[:60]
+                raise FilterError(
+                    f"a filter condition must be a string, not {shown}; a filter is "
+                    + ACCEPTED_FORMS
+                )
             conditions += _parse_one(expr)
         return cls(tuple(conditions))
 
@@ -93,13 +102,11 @@ class Filter:
             return value or None
         if isinstance(value, str):
             return cls.parse([value]) or None
-        if isinstance(value, Sequence):
+        if isinstance(value, Sequence) and not isinstance(value, bytes):
             return cls.parse(value) or None
         if isinstance(value, Mapping):
             return cls(tuple(_from_object(value))) or None
-        raise FilterError(
-            f"filter must be an object or a list of strings, not {type(value).__name__}"
-        )
+        raise FilterError(f"filter must be {ACCEPTED_FORMS}, not {type(value).__name__}")
 
 
 # -- parsing ----------------------------------------------------------------------------------

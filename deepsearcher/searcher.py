@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from deepsearcher.cache import AnswerCache
 from deepsearcher.config import Settings, load_settings
 from deepsearcher.embedding import Embedder, build_embedder
-from deepsearcher.errors import StoreError, WebSearchError
+from deepsearcher.errors import StoreError, WebSearchError, check_question_length
 from deepsearcher.ingest import Ingestor, ProgressCallback
 from deepsearcher.options import QueryOptions
 from deepsearcher.retrieval import Retriever
@@ -230,6 +230,8 @@ class DeepSearcher:
         from the cache: one ``AnswerDeltaEvent`` with the whole text, then the ``DoneEvent``
         whose answer has ``cached=True`` and zero usage."""
         t0 = time.perf_counter()
+        # The one cap for every front end (server.max_question_chars): QuestionTooLongError.
+        check_question_length(question, self.settings.server.max_question_chars)
         opts = (options or QueryOptions()).with_values(overrides)
         cache = await asyncio.to_thread(self._answer_cache, opts, use_cache)
         key: str | None = None
@@ -296,6 +298,8 @@ class DeepSearcher:
         # Imported on use, like the agents it runs: openai is slow to import.
         from deepsearcher.research import run_research
 
+        text = request if isinstance(request, str) else request.request
+        check_question_length(text, self.settings.server.max_question_chars, "research request")
         tool = await asyncio.to_thread(self._web_tool, web)
         return await run_research(self, request, on_event=on_event, web=tool)
 

@@ -76,8 +76,27 @@ def _same_answer(a: Answer, b: Answer) -> None:
 
 def test_question_normalisation() -> None:
     assert normalise_question("  What  is\tX? ") == normalise_question("what is x")
-    assert normalise_question("Ｗhat is X？！") == "what is x"  # NFKC folds full-width forms
+    assert normalise_question("What is X？！") == "what is x"  # trailing punctuation, any width
     assert normalise_question("what is x") != normalise_question("what is y")
+    # One text in two Unicode spellings (composed / decomposed accent) is one question.
+    assert normalise_question("Qu'est-ce que l'\u00e9t\u00e9 ?") == normalise_question(
+        "qu'est-ce que l'e\u0301te\u0301"
+    )
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("Is the ceiling 5² metres?", "Is the ceiling 52 metres?"),  # superscript
+        ("Is 10² the area?", "Is 102 the area?"),
+        ("How much H₂O is left?", "How much H2O is left?"),  # subscript
+        ("Is the budget １０ million?", "Is the budget 10 million?"),  # full-width digits
+        ("Where is the ﬁle policy?", "Where is the file policy?"),  # ligature
+        ("What are the Maße?", "What are the Masse?"),  # ß is not ss
+    ],
+)
+def test_question_normalisation_never_merges_distinct_texts(one: str, other: str) -> None:
+    assert normalise_question(one) != normalise_question(other)
 
 
 def test_cache_collection_is_reserved() -> None:

@@ -324,6 +324,39 @@ def test_mcp_search_tool_filters_and_refuses_a_bad_filter(server: str) -> None:
     assert "page must be a whole number" in refused and "hint: write KEY OP VALUE" in refused
 
 
+@pytest.mark.parametrize("wrong", [123, [1, 2], [["source=a"]], True])
+def test_a_filter_of_the_wrong_json_type_is_invalid_filter_everywhere(
+    server: str, wrong: Any
+) -> None:
+    from tests.test_mcp import _error, _http
+
+    forms = ['["source=hr/**", "page<=5"]', '{"source": "hr/**"']
+    for path, body in [
+        ("/v1/query", {"question": QUESTION, "filter": wrong}),
+        (
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": QUESTION}], "filter": wrong},
+        ),
+    ]:
+        resp = httpx.post(f"{server}{path}", json=body, timeout=60)
+        assert resp.status_code == 400, (path, resp.text)
+        error = resp.json()["error"]
+        assert error["code"] == "invalid_filter", (path, error)
+        assert all(f in error["message"] for f in forms), error["message"]
+
+    async def calls() -> list[str]:
+        async with _http(server, None) as session:
+            return [
+                _error(await session.call_tool("search", {"query": QUESTION, "filter": wrong})),
+                _error(
+                    await session.call_tool("deep_search", {"question": QUESTION, "filter": wrong})
+                ),
+            ]
+
+    for refused in anyio.run(calls):
+        assert all(f in refused for f in forms), refused
+
+
 # -- parsing and compiling ----------------------------------------------------------------------
 
 
@@ -364,7 +397,7 @@ def test_string_and_object_forms_parse_alike() -> None:
         (["meta.x=a\nb"], "control character"),
         (["type="], "has no value"),
         ({"page": {"between": [1, 2]}}, "unknown filter operator 'between'"),
-        (42, "filter must be an object or a list of strings"),
+        (42, "filter must be a list of condition strings"),
     ],
 )
 def test_bad_filters_say_what_is_wrong_with_the_accepted_forms(value: Any, message: str) -> None:

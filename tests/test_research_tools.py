@@ -19,6 +19,7 @@ from deepsearcher.config import LLMSettings, Settings
 from deepsearcher.errors import LLMError
 from deepsearcher.llm import OpenAIChatModel, ToolCall
 from deepsearcher.research import Report, ResearchRequest, stream_research
+from deepsearcher.research.calculator import CalculatorError, calculate
 from deepsearcher.research.events import ResearchEvent
 from deepsearcher.research.researcher import parse_verdict
 from deepsearcher.retrieval import Retriever
@@ -557,3 +558,14 @@ def test_web_search_and_fetch_become_web_evidence_with_their_url(stub: WebStub) 
     assert (ev.kind, ev.source) == ("web", page)
     assert f"] {page}" in report.to_markdown().split("## Sources")[1]
     assert_traceable(report)
+
+
+@pytest.mark.parametrize("expression", ["(1,2)", "1,5 * 2", "1,2345", "1,250,00", "max(1, 2)"])
+def test_the_calculator_reads_a_comma_only_as_a_thousands_separator(expression: str) -> None:
+    # Dropping every comma read the tuple (1,2) as 12 and the decimal comma 1,5 as 15.
+    with pytest.raises(CalculatorError) as refused:
+        calculate(expression)
+    if "max" not in expression:
+        assert "comma" in refused.value.message and "1.5" in (refused.value.hint or "")
+    assert calculate("1,250,000.5 * 2") == 2500001.0
+    assert calculate("12,500 - 2,000") == 10500

@@ -7,9 +7,11 @@ from __future__ import annotations
 import socket
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import pytest
 
 from tests.llm_server import ScriptedLLMServer
 from tests.server_fixtures import (  # noqa: F401 (fixtures are used as parameters)
@@ -128,3 +130,44 @@ def test_hung_up_client_stops_its_llm_calls(serve: Serve, llm_server: ScriptedLL
     llm_server.latency = 0.0
     resp = httpx.post(f"{url}/v1/query", json={"question": QUESTION, "agent": "naive"}, timeout=60)
     assert resp.status_code == 200 and "45 euros" in resp.json()["answer"]
+
+
+def test_a_long_upload_name_is_cut_inside_its_stem(serve: Serve, tmp_path: Path) -> None:
+    url = serve()
+    long_latin = "quarterly-report-" * 15 + ".md"  # 257 characters
+    long_cjk = "季度报告" * 30 + ".txt"  # 124 characters, 364 UTF-8 bytes
+    files = [
+        ("files", (long_latin, b"# Q3\n\nRevenue was 12 million euros.\n", "text/markdown")),
+        ("files", (long_cjk, "第三季度收入为一千二百万欧元。\n".encode(), "text/plain")),
+    ]
+    resp = httpx.post(f"{url}/v1/load", files=files, data={"collection": "team"}, timeout=60)
+    assert resp.status_code == 200, resp.text  # was 415: the cut name had lost ".md"
+    assert resp.json()["files"]["new"] == 2
+    saved = sorted(p.name for p in (tmp_path / "uploads" / "team").iterdir())
+    assert [Path(n).suffix for n in saved] == [".md", ".txt"]
+    assert all(len(n) <= 200 and len(n.encode()) <= 200 for n in saved)
+    assert saved[0].startswith("quarterly-report-") and saved[1].startswith("季度报告")
+
+
+def test_an_upload_onto_a_full_disk_is_refused_with_a_free_space_hint(
+    serve: Serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import os
+    import shutil
+
+    url = serve()
+    real_copy = shutil.copyfileobj
+
+    def disk_full(src: Any, dst: Any, length: int = 0) -> None:
+        real_copy(src, dst, length)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # as write() says on a full disk
+
+    monkeypatch.setattr(shutil, "copyfileobj", disk_full)
+    files = [("files", ("notes.md", b"# Notes\n\nThe retro is on Fridays.\n", "text/markdown"))]
+    resp = httpx.post(f"{url}/v1/load", files=files, data={"collection": "team"}, timeout=60)
+    assert resp.status_code == 507, resp.text
+    error = resp.json()["error"]
+    assert error["code"] == "insufficient_storage" and "free space" in error["hint"]
+    staging = tmp_path / "uploads" / ".staging"
+    assert not staging.exists() or not any(staging.iterdir())  # nothing half-written is left

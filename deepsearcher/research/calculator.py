@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from collections.abc import Callable
 
 from deepsearcher.errors import DeepSearcherError
@@ -16,6 +17,8 @@ from deepsearcher.errors import DeepSearcherError
 MAX_EXPRESSION_CHARS = 200
 MAX_EXPONENT = 100
 MAX_MAGNITUDE = 1e50
+# "1,250" and "12,500,000" as documents print them: digit groups of three after the first.
+_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?:,\d{3})+(?![\d,])")
 
 _BINARY: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Add: operator.add,
@@ -40,8 +43,16 @@ def calculate(expression: str) -> float:
     """The value of an arithmetic expression, or CalculatorError saying what was refused."""
     if len(expression) > MAX_EXPRESSION_CHARS:
         raise CalculatorError(f"expression longer than {MAX_EXPRESSION_CHARS} characters")
-    # Thousands separators are how figures appear in documents ("1,250"), not tuples.
-    text = expression.replace(",", "").replace("_", "").strip()
+    # Thousands separators are how figures appear in documents ("1,250"); any other comma is
+    # a tuple "(1,2)" or a decimal comma "1,5", and dropping it would read 12 or 15.
+    text = _THOUSANDS.sub(lambda m: m.group().replace(",", ""), expression)
+    if "," in text:
+        raise CalculatorError(
+            f"a comma that is not a thousands separator in {expression!r}",
+            "write decimals with a point (1.5), thousands as 1,250 or 1250, one expression "
+            "per call",
+        )
+    text = text.replace("_", "").strip()
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError:

@@ -92,6 +92,7 @@ _ERROR_STATUS: list[tuple[type[errors.DeepSearcherError], int, str, str]] = [
     (errors.LoadLeaseLostError, 503, "server_error", "load_lease_lost"),
     (errors.ConfigError, 400, "invalid_request_error", "invalid_setting"),
     (FilterError, 400, "invalid_request_error", "invalid_filter"),
+    (errors.QuestionTooLongError, 400, "invalid_request_error", "question_too_long"),
     (errors.LoaderError, 400, "invalid_request_error", "unloadable_file"),
     (errors.BudgetExceeded, 504, "server_error", "budget_exceeded"),
     (errors.LLMError, 502, "server_error", "llm_unavailable"),

@@ -5,6 +5,7 @@ owns the Milvus Lite database."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import re
@@ -44,11 +45,21 @@ def default_upload_dir(settings: Settings) -> Path:
     return db.with_name(db.name + ".uploads")
 
 
+_NAME_MAX = 200  # characters and UTF-8 bytes: file systems allow 255 bytes a name
+
+
 def safe_filename(raw: str | None) -> str:
-    """The uploaded file's own name, stripped of directories and odd characters."""
+    """The uploaded file's own name, stripped of directories and odd characters. A long name
+    is cut inside its stem: the extension says which loader reads the file."""
     base = PureWindowsPath(PurePosixPath(raw or "").name).name
     name = _SAFE_NAME.sub("_", base).lstrip(". ")
-    return name[:200] or "upload"
+    suffix = PurePosixPath(name).suffix
+    if len(suffix) > 20:  # not an extension, just a dot in a long name
+        suffix = ""
+    stem = name[: len(name) - len(suffix)]
+    while stem and len((stem + suffix).encode()) > _NAME_MAX:
+        stem = stem[: min(len(stem) - 1, _NAME_MAX - len(suffix))]
+    return (stem + suffix if stem else name[:_NAME_MAX]) or "upload"
 
 
 def _copy_to(src: BinaryIO, dest: Path) -> None:
@@ -222,8 +233,17 @@ class HTTPLoads:
             try:
                 for upload, fname in zip(uploads, names, strict=True):
                     await asyncio.to_thread(_copy_to, upload.file, staging / fname)
-            except BaseException:
+            except BaseException as exc:
                 await asyncio.to_thread(shutil.rmtree, staging, True)
+                if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                    raise RequestError(
+                        507,
+                        "the server's disk is full: the upload could not be stored",
+                        type_="server_error",
+                        code="insufficient_storage",
+                        hint="free space on the server (its upload folder and store) and "
+                        "upload again; nothing was stored",
+                    ) from None
                 raise
         published = _Published(staging, self.upload_dir / collection, names)
         force = fields.get("force", "").lower() in ("1", "true", "yes", "on")

@@ -13,8 +13,8 @@ and a hint, never a traceback.
 import asyncio
 import logging
 import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -50,6 +50,20 @@ _FILTER_DESCRIPTION = (
     'object like {"source": "hr/**", "modified": {"gte": "2025-01-01"}}.'
 )
 
+# Any JSON is let through to Filter.from_json, which refuses a wrong shape with the forms it
+# accepts; the schema still tells clients those forms.
+_FILTER_FIELD = Field(
+    description=_FILTER_DESCRIPTION,
+    json_schema_extra={
+        "anyOf": [
+            {"type": "array", "items": {"type": "string"}},
+            {"type": "string"},
+            {"type": "object"},
+            {"type": "null"},
+        ]
+    },
+)
+
 
 @contextmanager
 def _tool_errors(view: PublicView | None) -> Iterator[None]:
@@ -62,6 +76,20 @@ def _tool_errors(view: PublicView | None) -> Iterator[None]:
             message, hint = view.text(message), view.text(hint) if hint else hint
         # The SDK puts "Error executing tool <name>: " in front.
         raise ToolError(message + (f"\nhint: {hint}" if hint else "")) from None
+
+
+@asynccontextmanager
+async def _deadline(seconds: float) -> AsyncIterator[None]:
+    """The server's request deadline (server.request_timeout_s), as the HTTP routes have it:
+    the tool's work is cancelled when it passes, and the client gets a tool error."""
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        raise errors.DeepSearcherError(
+            f"the search did not finish within {seconds:g}s",
+            "raise server.request_timeout_s, or ask with a smaller max_iter/top_k",
+        ) from None
 
 
 def _passage(hit: Hit, source: str) -> dict[str, Any]:
@@ -143,6 +171,26 @@ def build_mcp(
     def shown(source: str, collection: str | None = None) -> str:
         return view.path(source, collection) if view is not None else source
 
+    async def _search(
+        access: Access,
+        query: str,
+        collections: list[str] | None,
+        top_k: int | None,
+        filter: Any,
+    ) -> tuple[list[Hit], list[str]]:
+        errors.check_question_length(query, settings.server.max_question_chars, "query")
+        access.check_read(collections or [])
+        retriever = await asyncio.to_thread(lambda: searcher.retriever)
+        if not access.reads_all:
+            retriever = retriever.within(
+                access.readable_or_refuse(i.name for i in await retriever.available_collections())
+            )
+        retriever = retriever.filtered(Filter.from_json(filter))
+        infos = await retriever.available_collections()
+        names, notes = await retriever.searchable(collections, infos)
+        k = top_k or searcher.settings.query.top_k
+        return (await retriever.search([query], names, k))[0][:k], notes
+
     @mcp.tool()
     async def search(
         query: Annotated[str, Field(description="What to search for.", min_length=1)],
@@ -154,28 +202,14 @@ def build_mcp(
             int | None,
             Field(description="Passages to return (default: query.top_k).", ge=1, le=100),
         ] = None,
-        filter: Annotated[
-            list[str] | dict[str, Any] | None,
-            Field(description=_FILTER_DESCRIPTION),
-        ] = None,
+        filter: Annotated[Any, _FILTER_FIELD] = None,
     ) -> dict[str, Any]:
         """Passages most similar to `query`, with their source file, pages, collection, score
         and a `uri` to read each again. Retrieval only: no LLM is called."""
         access = _access(ctx)
         with _tool_errors(view):
-            access.check_read(collections or [])
-            retriever = await asyncio.to_thread(lambda: searcher.retriever)
-            if not access.reads_all:
-                retriever = retriever.within(
-                    access.readable_or_refuse(
-                        i.name for i in await retriever.available_collections()
-                    )
-                )
-            retriever = retriever.filtered(Filter.from_json(filter))
-            infos = await retriever.available_collections()
-            names, notes = await retriever.searchable(collections, infos)
-            k = top_k or searcher.settings.query.top_k
-            hits = (await retriever.search([query], names, k))[0][:k]
+            async with _deadline(settings.server.request_timeout_s):
+                hits, notes = await _search(access, query, collections, top_k, filter)
         result: dict[str, Any] = {
             "query": query,
             "passages": [_passage(h, shown(h.source, h.collection)) for h in hits],
@@ -201,10 +235,7 @@ def build_mcp(
             bool,
             Field(description="Answer from the answer cache when asked before (cached: true)."),
         ] = True,
-        filter: Annotated[
-            list[str] | dict[str, Any] | None,
-            Field(description=_FILTER_DESCRIPTION),
-        ] = None,
+        filter: Annotated[Any, _FILTER_FIELD] = None,
     ) -> dict[str, Any]:
         """Answer `question` from the documents: sub-queries, searches, relevance checks and
         a written answer whose [n] markers cite `sources`. Sends a progress notification per
@@ -214,6 +245,8 @@ def build_mcp(
         values = {k: v for k, v in given.items() if v is not None}
         step = 0
         with _tool_errors(view):
+            # Refused before it waits for a search slot (the library checks it too).
+            errors.check_question_length(question, settings.server.max_question_chars)
             options = QueryOptions.from_mapping(
                 search_options(values) if search_options else values
             )
@@ -232,19 +265,20 @@ def build_mcp(
                     "retry in a while, or raise server.max_queued_searches",
                 )
             try:
-                async for event in searcher.astream(question, options, use_cache=cache):
-                    if view is not None:  # paths as the client may see them
-                        event = view.event(event)
-                    message = _progress_message(event)
-                    if message is not None:
-                        step += 1
-                        await ctx.report_progress(step, None, message)
-                    if event.type == "done":
-                        # The passages the answer does not cite would crowd the calling
-                        # model's context; the search tool finds passages on demand.
-                        result = event.answer.to_dict()
-                        del result["retrieved"]
-                        return result
+                async with _deadline(settings.server.request_timeout_s):
+                    async for event in searcher.astream(question, options, use_cache=cache):
+                        if view is not None:  # paths as the client may see them
+                            event = view.event(event)
+                        message = _progress_message(event)
+                        if message is not None:
+                            step += 1
+                            await ctx.report_progress(step, None, message)
+                        if event.type == "done":
+                            # The passages the answer does not cite would crowd the calling
+                            # model's context; the search tool finds passages on demand.
+                            result = event.answer.to_dict()
+                            del result["retrieved"]
+                            return result
             finally:
                 if slot is not None:
                     slot.release()

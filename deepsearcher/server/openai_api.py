@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from deepsearcher.errors import check_question_length
 from deepsearcher.filters import Filter
 from deepsearcher.server.errors import RequestError
 from deepsearcher.types import Answer, Source, Usage
@@ -31,7 +32,9 @@ class SearchOptions(BaseModel):
     top_k: int | None = Field(None, ge=1, le=100)
     cache: bool = True  # false: search afresh even when the answer is cached
     # Metadata filter: a list of "KEY OP VALUE" strings or an object (deepsearcher.filters).
-    filter: list[str] | dict[str, Any] | str | None = None
+    # Any JSON here: Filter.from_json refuses another shape as invalid_filter with the forms
+    # it accepts, where a typed field would give a bare validation error.
+    filter: Any = None
 
     def options(self) -> dict[str, Any]:
         """The search options set in the request; a bad filter raises ``FilterError`` (400)."""
@@ -109,13 +112,9 @@ class LoadRequest(BaseModel):
 
 
 def check_question(question: str, max_chars: int) -> None:
-    if len(question) > max_chars:
-        raise RequestError(
-            400,
-            f"the question is {len(question)} characters long; the limit is {max_chars}",
-            code="question_too_long",
-            hint="ask a shorter question, or raise server.max_question_chars",
-        )
+    """The library's cap (``QuestionTooLongError``, 400 ``question_too_long``), checked by the
+    routes too so a long question is refused before it waits for a search slot."""
+    check_question_length(question, max_chars)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

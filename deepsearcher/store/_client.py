@@ -7,6 +7,7 @@ client does not work with Milvus Lite).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shlex
@@ -152,9 +153,24 @@ def _released(exc: BaseException) -> bool:
 
 
 def _call_error(fn: Callable[..., Any], exc: BaseException) -> StoreError:
-    return StoreError(
-        f"Milvus {getattr(fn, '__name__', 'call')} failed: {short_error(exc)}",
-        "check that the store is reachable and the collection exists",
+    hint = "check that the store is reachable and the collection exists"
+    if _disk_full(exc):
+        hint = (
+            "the disk holding the store's data is full: free space there (Milvus Lite: the "
+            "folder of vector_store.uri) and load again; unchanged files are skipped"
+        )
+    return StoreError(f"Milvus {getattr(fn, '__name__', 'call')} failed: {short_error(exc)}", hint)
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """The store could not write for lack of space: this process's OSError, or the server's
+    own (milvus-lite says "[Errno 28] No space left on device" in a MilvusException)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(exc)
+    return any(
+        mark in text
+        for mark in (os.strerror(errno.ENOSPC), os.strerror(errno.EDQUOT), "[Errno 28]")
     )
 
 

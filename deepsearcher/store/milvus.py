@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
+import random
+import threading
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -19,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from deepsearcher.config import VectorStoreSettings
-from deepsearcher.errors import CollectionNotFoundError, IncompatibleCollectionError
+from deepsearcher.errors import CollectionNotFoundError, IncompatibleCollectionError, StoreError
 from deepsearcher.filters import Filter
 from deepsearcher.store._client import MilvusConnection
 from deepsearcher.store.answers import MilvusAnswerStore
@@ -61,6 +64,12 @@ _ANALYZERS: dict[str, dict[str, Any]] = {
 _POST_FILTER_FETCH = 4
 _MAX_LIMIT = 16384
 
+# milvus-lite's server (3.2.2) writes a collection's schema.json through one fixed
+# schema.json.tmp, so two property writes at once (two servers bumping a version) make one of
+# them fail renaming a temp file the other already moved. The write is idempotent: try again.
+_ALTER_ATTEMPTS = 6
+_LOST_SCHEMA_RACE = "schema.json.tmp"
+
 
 class MilvusStore:
     """Milvus through ``pymilvus.MilvusClient``: Lite file by default, server/Zilliz by URI."""
@@ -75,6 +84,9 @@ class MilvusStore:
         self._leases: LoadLeases = (
             MilvusLoadLeases(self._conn) if self._conn.remote else LocalLoadLeases()
         )
+        # Property writes to one collection, one at a time in this process (see _ALTER_ATTEMPTS).
+        self._alter_locks: dict[str, threading.Lock] = {}
+        self._alter_locks_guard = threading.Lock()
 
     @property
     def manifest(self) -> MilvusFileManifest:
@@ -195,22 +207,44 @@ class MilvusStore:
         return versions
 
     def bump_version(self, name: str) -> None:
-        self._conn.call(
-            self._client.alter_collection_properties,
-            name,
-            properties={_VERSION_KEY: _new_version()},
-        )
+        self._alter_properties(name, {_VERSION_KEY: _new_version()})
+
+    def _alter_properties(self, name: str, properties: dict[str, str]) -> None:
+        """Set collection properties; retried when milvus-lite's server loses its temp-file
+        race to another writer (a real Milvus never fails that way, so never retries)."""
+        with self._alter_locks_guard:
+            lock = self._alter_locks.setdefault(name, threading.Lock())
+        for attempt in range(1, _ALTER_ATTEMPTS + 1):
+            try:
+                with lock:
+                    self._conn.call(
+                        self._client.alter_collection_properties, name, properties=properties
+                    )
+                return
+            except StoreError as exc:
+                if _LOST_SCHEMA_RACE not in str(exc.__cause__ or exc):
+                    raise
+                if attempt == _ALTER_ATTEMPTS:
+                    # The rename that failed may have been the other writer's file carrying
+                    # ours: what is stored now decides.
+                    if self._properties(name).items() >= properties.items():
+                        return
+                    raise
+                logger.info("property write on %s lost a race in the store; retrying", name)
+                time.sleep(random.uniform(0.02, 0.1) * attempt)  # apart from the other writer
+
+    def _properties(self, name: str) -> dict[str, str]:
+        desc = self._conn.call(self._client.describe_collection, name)
+        return {str(k): str(v) for k, v in (desc.get("properties") or {}).items()}
 
     def set_description(self, name: str, description: str) -> None:
         meta = self.get_meta(name)
         if meta is None:
             raise CollectionNotFoundError(f"collection '{name}' does not exist")
         meta.description = description
-        self._conn.call(
-            self._client.alter_collection_properties,
-            name,
-            # The description steers routing between collections: answers may change.
-            properties={_META_KEY: json.dumps(asdict(meta)), _VERSION_KEY: _new_version()},
+        # The description steers routing between collections: answers may change.
+        self._alter_properties(
+            name, {_META_KEY: json.dumps(asdict(meta)), _VERSION_KEY: _new_version()}
         )
 
     def drop_collection(self, name: str) -> None:
