@@ -393,17 +393,19 @@ def test_multipart_upload_keeps_file_names(serve: Serve, tmp_path: Path) -> None
 
 
 def test_timeout_and_body_limit(serve: Serve, llm_server: ScriptedLLMServer) -> None:
-    url = serve(request_timeout_s=0.5, max_request_mb=0.01)
+    # 2 s, not less: the 20% the run's budget leaves for writing the cut-short answer must
+    # hold on a loaded CI machine.
+    url = serve(request_timeout_s=2.0, max_request_mb=0.01)
     # A slow step inside the search is bounded by the run's own budget (80% of the request
     # timeout): the client gets the answer marked cut short, naming the budget that applied.
-    llm_server.add_rule("TASK: decompose", '["meal allowance"]', latency=3.0)
-    body = httpx.post(f"{url}/v1/query", json={"question": QUESTION}, timeout=10).json()
-    assert "server.request_timeout_s=0.5s" in body["cut_short"]
+    llm_server.add_rule("TASK: decompose", '["meal allowance"]', latency=5.0)
+    body = httpx.post(f"{url}/v1/query", json={"question": QUESTION}, timeout=15).json()
+    assert "server.request_timeout_s=2s" in body["cut_short"]
     assert _chat(url, [{"role": "user", "content": QUESTION}]).choices[0].message.content
     # Work before the search starts (the follow-up rewrite) is only bounded by the request
     # timeout itself: a 504 in the OpenAI error shape, streamed or not.
     llm_server.reset()
-    llm_server.add_rule("TASK: rewrite", "meal allowance for Oslo", latency=3.0)
+    llm_server.add_rule("TASK: rewrite", "meal allowance for Oslo", latency=5.0)
     turns = [
         {"role": "user", "content": QUESTION},
         {"role": "assistant", "content": "It is 50 EUR [1]."},
