@@ -250,6 +250,10 @@ def test_interrupted_load_says_how_to_resume(tmp_path: Path) -> None:
     docs.mkdir()
     for name, text in DOCS.items():
         (docs / name).write_text(text, encoding="utf-8")
+    # Enough text that encoding outlasts the store opening, however fast the embedder.
+    for i in range(60):
+        body = " ".join(f"Policy {i} clause {j} covers item {i * j}." for j in range(120))
+        (docs / f"policy-{i}.txt").write_text(body, encoding="utf-8")
     db = tmp_path / "int.db"
     # Its own session, as a terminal's Ctrl-C reaches the whole foreground process group
     # (Milvus Lite's server process included).

@@ -473,8 +473,13 @@ def test_fetch_stops_at_the_size_cap(settings: Settings, stub: WebStub) -> None:
 
 
 def _cite_every_passage(req: dict[str, Any]) -> str:
-    count = len(re.findall(r'<document n="\d+"', req["messages"][-1]["content"]))
-    return " ".join(f"Fact from passage {n} [{n}]." for n in range(1, count + 1))
+    """One sentence per passage, in the passage's own words, so every citation holds."""
+    bodies = re.findall(
+        r"<document[^>]*>\n(.*?)\n</document>", req["messages"][-1]["content"], re.S
+    )
+    return " ".join(
+        f"{' '.join(body.split()[:12]).rstrip('.')} [{n}]." for n, body in enumerate(bodies, 1)
+    )
 
 
 @pytest.fixture
