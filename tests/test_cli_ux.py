@@ -264,6 +264,9 @@ def test_interrupted_load_says_how_to_resume(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        # A runner started in the background (`cmd &` in a script) passes SIGINT on ignored,
+        # and Python keeps it ignored: give the load the terminal's default, as a user has.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 300
