@@ -210,7 +210,12 @@ class SearchService:
     async def queued(self, work: Awaitable[T], busy_hint: str = _BUSY_HINT) -> T:
         """``work`` run in a search slot, within the deadline (which starts once the slot
         is held)."""
-        slot = await self.acquire(busy_hint)
+        try:
+            slot = await self.acquire(busy_hint)
+        except BaseException:
+            if asyncio.iscoroutine(work):
+                work.close()  # refused before it started: never awaited, and not a leak
+            raise
         try:
             return await self.within_deadline(work)
         finally:
