@@ -8,5 +8,6 @@ may see of the server's machine.
 """
 
 from deepsearcher.server.app import create_app, run_server
+from deepsearcher.server.service import SearchRequest, SearchService
 
-__all__ = ["create_app", "run_server"]
+__all__ = ["SearchRequest", "SearchService", "create_app", "run_server"]
