@@ -218,12 +218,13 @@ def _add_deep_search(mcp: MCPServer, svc: SearchService) -> None:
         a written answer whose [n] markers cite `sources`. Sends a progress notification per
         step when the request carries a progress token."""
         access = _access(ctx)
-        given = {"collections": collections, "max_iter": max_iter, "web": web, "filter": filter}
         view = _view(svc)
         with _tool_errors(view):
             # Refused before it waits for a search slot (the library checks it too).
             errors.check_question_length(question, svc.server.max_question_chars)
-            options = QueryOptions.from_mapping({k: v for k, v in given.items() if v is not None})
+            options = QueryOptions(
+                collections=collections, max_iter=max_iter, web=web, filter=filter
+            )
             readable = await svc.readable(access, collections or [], check_named=False)
             if readable is not None:
                 options = options.with_values({"allowed_collections": readable})

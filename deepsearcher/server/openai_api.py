@@ -41,17 +41,13 @@ class SearchOptions(BaseModel):
         """The search options set in the request, over ``collections`` (None: all, or
         routed); a bad filter raises ``FilterError`` (400). ``cache`` is not one of them: the
         service reads it from the request."""
-        given: dict[str, Any] = {
-            k: getattr(self, k)
-            for k in ("agent", "max_iter", "top_k")
-            if getattr(self, k) is not None
-        }
-        flt = Filter.from_json(self.filter)
-        if flt is not None:
-            given["filter"] = flt
-        if collections:
-            given["collections"] = list(collections)
-        return QueryOptions.from_mapping(given)
+        return QueryOptions(
+            agent=self.agent,
+            collections=collections,
+            top_k=self.top_k,
+            max_iter=self.max_iter,
+            filter=Filter.from_json(self.filter),
+        )
 
 
 class ChatMessage(BaseModel):
