@@ -21,7 +21,7 @@ from deepsearcher.cache import AnswerCache
 from deepsearcher.config import Settings, load_settings
 from deepsearcher.embedding import Embedder, build_embedder
 from deepsearcher.errors import StoreError, WebSearchError, check_question_length
-from deepsearcher.ingest import Ingestor, ProgressCallback
+from deepsearcher.ingest import Ingestor, LoadProgress, ProgressCallback, require_loaded
 from deepsearcher.options import QueryOptions
 from deepsearcher.retrieval import Retriever
 from deepsearcher.store import CollectionInfo, VectorStore, build_store, validate_collection_name
@@ -284,6 +284,20 @@ class DeepSearcher:
     ) -> Answer:
         return run_sync(self.aquery(question, options, use_cache=use_cache, **overrides), "query")
 
+    async def arewrite_followup(
+        self, question: str, turns: Sequence[tuple[str, str]], usage: Usage
+    ) -> tuple[str, str | None]:
+        """``(standalone question, note)`` for a follow-up in a conversation of ``(role,
+        text)`` turns; without an LLM the question stays as asked, with a note saying so."""
+        if not turns:
+            return question, None
+        llm = self.llm
+        if llm is None:
+            return question, "no LLM configured: the follow-up was searched as asked"
+        from deepsearcher.agents.followup import rewrite_followup
+
+        return await rewrite_followup(llm, question, turns, usage)
+
     # -- research reports -------------------------------------------------------------------
 
     async def aresearch(
@@ -333,3 +347,22 @@ class DeepSearcher:
         on_event: Callable[[ResearchEvent], None] | None = None,
     ) -> Report:
         return run_sync(self.aresearch(request, web=web, on_event=on_event), "research")
+
+
+def stream_replaced(answer: Answer) -> bool:
+    """Whether the answer's streamed text broke off and ``answer.answer`` replaces it."""
+    from deepsearcher.agents.base import STREAM_REPLACED
+
+    return STREAM_REPLACED in answer.notes
+
+
+# The front ends (server, CLI) reach the layers below through this module; these are the
+# names they need from there.
+__all__ = [
+    "DeepSearcher",
+    "LoadProgress",
+    "require_loaded",
+    "run_sync",
+    "stream_replaced",
+    "validate_collection_name",
+]

@@ -107,6 +107,19 @@ def test_every_package_module_is_in_the_contract() -> None:
     )
 
 
+def test_architecture_doc_names_the_front_ends_contract() -> None:
+    tomllib = pytest.importorskip("tomllib")
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    (contract,) = [
+        c for c in pyproject["tool"]["importlinter"]["contracts"] if c["type"] == "forbidden"
+    ]
+    text = (REPO / "docs/architecture.md").read_text(encoding="utf-8")
+    paragraph = text.split("**Front ends**", 1)[1].split("\n\n", 1)[0]
+    named = set(re.findall(r"`(deepsearcher[\w.]*)`", paragraph))
+    modules = {*contract["source_modules"], *contract["forbidden_modules"]}
+    assert modules <= named, f"docs/architecture.md does not name {modules - named}"
+
+
 def _markdown_files() -> list[Path]:
     files = [REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "benchmarks/README.md"]
     # docs/pending-*.md are notes waiting to be folded into the guides, not published pages.

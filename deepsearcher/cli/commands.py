@@ -21,9 +21,8 @@ from deepsearcher.cli.research import research_command
 from deepsearcher.config import Settings
 from deepsearcher.errors import CollectionNotFoundError, DeepSearcherError
 from deepsearcher.filters import Filter, FilterError
-from deepsearcher.ingest import require_loaded
 from deepsearcher.options import QueryOptions
-from deepsearcher.searcher import DeepSearcher
+from deepsearcher.searcher import DeepSearcher, require_loaded
 
 # Locals are hidden so an API key in a local variable never reaches a traceback. Plain help
 # (rich_markup_mode=None): typer's rich panels print a value type after every flag

@@ -36,6 +36,30 @@ def parse_int_list(value: str, option: str) -> list[int]:
     return sorted(dict.fromkeys(items))
 
 
+KOpt = Annotated[
+    str,
+    typer.Option(
+        "--k",
+        help="Cut-offs for recall@k, comma-separated: gold documents among the top k chunks "
+        "(chunk R@k) and among the top k distinct documents (doc R@k).",
+    ),
+]
+MaxIterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--max-iter",
+        help="Deep search iterations: N, or 1,2,3 to compare (default from config).",
+    ),
+]
+RetrievalOnlyOpt = Annotated[
+    bool,
+    typer.Option(
+        "--retrieval-only",
+        help="Dense vs hybrid search recall, no LLM (automatic without one).",
+    ),
+]
+
+
 def eval_command(
     questions: Annotated[
         Path, typer.Argument(help="Questions JSONL (id, question, answers, gold_doc_ids).")
@@ -50,34 +74,15 @@ def eval_command(
         ),
     ] = None,
     agent: Annotated[str, typer.Option("--agent", help="deep, naive or both.")] = "both",
-    k: Annotated[
-        str,
-        typer.Option(
-            "--k",
-            help="Cut-offs for recall@k, comma-separated: gold documents among the top k chunks "
-            "(chunk R@k) and among the top k distinct documents (doc R@k).",
-        ),
-    ] = "2,5,10",
+    k: KOpt = "2,5,10",
     limit: Annotated[
         int | None, typer.Option("--limit", min=1, help="Only the first N questions.")
     ] = None,
-    max_iter: Annotated[
-        str | None,
-        typer.Option(
-            "--max-iter",
-            help="Deep search iterations: N, or 1,2,3 to compare (default from config).",
-        ),
-    ] = None,
+    max_iter: MaxIterOpt = None,
     out: Annotated[
         Path, typer.Option("--out", help="Folder for results.jsonl, summary.json and plots.")
     ] = Path("eval-out"),
-    retrieval_only: Annotated[
-        bool,
-        typer.Option(
-            "--retrieval-only",
-            help="Dense vs hybrid search recall, no LLM (automatic without one).",
-        ),
-    ] = False,
+    retrieval_only: RetrievalOnlyOpt = False,
     concurrency: Annotated[
         int, typer.Option("--concurrency", min=1, help="Questions in flight at once.")
     ] = 4,

@@ -17,8 +17,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from deepsearcher.agents.base import STREAM_REPLACED
-from deepsearcher.ingest import LoadProgress
+from deepsearcher.describe import describe_event
+from deepsearcher.searcher import LoadProgress, stream_replaced
 from deepsearcher.types import LoadReport
 
 
@@ -141,39 +141,14 @@ class QueryView:
             self._status = None
 
     def handle(self, event: Any) -> None:
-        t = event.type
-        if t == "sub_queries":
-            label = "sub-queries" if event.iteration == 1 else f"iteration {event.iteration}"
-            self.err.print(f"[bold cyan]▸ {label}[/]", highlight=False)
-            for q in event.queries:
-                self.err.print(f"   • {q}", highlight=False)
-        elif t == "search":
-            self.err.print(
-                f"   [dim]search[/] {event.query!r}: {event.hits} hits, {event.new} new",
-                highlight=False,
-            )
-        elif t == "verdict":
+        if event.type == "verdict":
             if event.kept:
                 self.kept += 1
             else:
                 self.dropped += 1
             if self._status is not None:
                 self._status.update(f"judging passages: {self.kept} kept, {self.dropped} dropped")
-            if self.verbose:
-                mark = "[green]YES[/]" if event.kept else "[red]NO [/]"
-                margin = "" if event.margin is None else f" [dim](margin {event.margin:+.2f})[/]"
-                self.err.print(f"   {mark} {event.source}{margin}", highlight=False)
-        elif t == "reflection":
-            if event.gap_queries:
-                self.err.print(
-                    f"[bold cyan]▸ gaps found[/] → {len(event.gap_queries)} new queries",
-                    highlight=False,
-                )
-            else:
-                self.err.print("[bold cyan]▸ reflection[/]: evidence complete", highlight=False)
-        elif t == "note":
-            self.err.print(f"[yellow]note:[/] {event.message}", highlight=False)
-        elif t == "answer_delta":
+        if event.type == "answer_delta":
             if not self._answer_started:
                 self._stop_status()
                 self.err.print(
@@ -181,12 +156,16 @@ class QueryView:
                 )
                 self._answer_started = True
             self.out.print(event.text, end="", highlight=False, markup=False, soft_wrap=True)
+            return
+        line = describe_event(event, "terminal", verbose=self.verbose)
+        if line is not None:
+            self.err.print(line, highlight=False)
 
     def finish(self, answer: Any) -> None:
         self._stop_status()
         if self._answer_started:
             self.out.print()
-            if STREAM_REPLACED in answer.notes:  # the text streamed so far was replaced
+            if stream_replaced(answer):  # the text streamed so far was replaced
                 self.out.print(answer.answer, highlight=False, markup=False, soft_wrap=True)
         elif answer.mode != "retrieval-only":  # retrieval-only: the sources below are the answer
             self.out.print(answer.answer, highlight=False, markup=False, soft_wrap=True)

@@ -20,10 +20,9 @@ from starlette.requests import Request
 
 from deepsearcher import errors
 from deepsearcher.config import ServerSettings, Settings
-from deepsearcher.searcher import DeepSearcher
+from deepsearcher.searcher import DeepSearcher, validate_collection_name
 from deepsearcher.server.errors import RequestError
 from deepsearcher.server.openai_api import LoadRequest
-from deepsearcher.store import validate_collection_name
 from deepsearcher.types import LoadFailure, LoadReport
 from loaders.sniff import file_type_of, unsupported_reason
 

@@ -13,8 +13,8 @@ and a hint, never a traceback.
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -24,20 +24,21 @@ from starlette.routing import BaseRoute
 
 from deepsearcher import errors
 from deepsearcher.config import Settings
+from deepsearcher.describe import describe_event
 from deepsearcher.filters import Filter
 from deepsearcher.options import QueryOptions
-from deepsearcher.searcher import DeepSearcher
+from deepsearcher.searcher import DeepSearcher, validate_collection_name
 from deepsearcher.server.access import FULL_ACCESS, Access, access_of
 from deepsearcher.server.errors import RequestError
-from deepsearcher.server.guard import SearchSlots
-from deepsearcher.server.load import HTTPLoads, default_upload_dir
 from deepsearcher.server.openai_api import LoadRequest
 from deepsearcher.server.public import PublicView
-from deepsearcher.store import validate_collection_name
-from deepsearcher.types import Event, Hit, source_label
+from deepsearcher.server.service import SearchRequest, SearchService
+from deepsearcher.types import Hit, source_label
 
 PASSAGE_URI = "passage://{collection}/{chunk_id}"
 _CHUNK_ID = re.compile(r"[0-9a-f]{40}")  # chunking.chunk_id_for: a sha1 hex digest
+# No Retry-After header reaches an MCP client: "in a while" is all it can be told.
+_BUSY_HINT = "retry in a while, or raise server.max_queued_searches"
 
 SERVER_INSTRUCTIONS = (
     "Search private documents. `search` returns ranked passages (no LLM); `deep_search` "
@@ -78,20 +79,6 @@ def _tool_errors(view: PublicView | None) -> Iterator[None]:
         raise ToolError(message + (f"\nhint: {hint}" if hint else "")) from None
 
 
-@asynccontextmanager
-async def _deadline(seconds: float) -> AsyncIterator[None]:
-    """The server's request deadline (server.request_timeout_s), as the HTTP routes have it:
-    the tool's work is cancelled when it passes, and the client gets a tool error."""
-    try:
-        async with asyncio.timeout(seconds):
-            yield
-    except TimeoutError:
-        raise errors.DeepSearcherError(
-            f"the search did not finish within {seconds:g}s",
-            "raise server.request_timeout_s, or ask with a smaller max_iter/top_k",
-        ) from None
-
-
 def _passage(hit: Hit, source: str) -> dict[str, Any]:
     return {
         "id": hit.id,
@@ -117,24 +104,6 @@ def _access(ctx: Context) -> Access:
     return access_of(scope) if isinstance(scope, dict) else FULL_ACCESS
 
 
-def _progress_message(event: Event) -> str | None:
-    """One line per loop step for the client's progress display (None: not worth one)."""
-    if event.type == "sub_queries":
-        return f"sub-queries: {'; '.join(event.queries)}"
-    if event.type == "search":
-        return f"searched {event.query!r}: {event.hits} hits, {event.new} new"
-    if event.type == "verdict":
-        return f"{'kept' if event.kept else 'dropped'} {event.source}"
-    if event.type == "reflection":
-        gaps = "; ".join(event.gap_queries) or "none"
-        return f"reflection: follow-up queries {gaps}"
-    if event.type == "note":
-        return f"note: {event.message}"
-    if event.type == "done":
-        return "done"
-    return None  # answer deltas: the answer arrives whole in the result
-
-
 def _new_server() -> MCPServer:
     # MCPServer() calls logging.basicConfig, which installs a handler on the root logger when
     # it has none; the library installs no handlers (the CLI sets up logging), so it gets one
@@ -152,39 +121,42 @@ def build_mcp(
     searcher: DeepSearcher,
     settings: Settings | None = None,
     *,
-    loads: HTTPLoads | None = None,
-    view: PublicView | None = None,
-    slots: SearchSlots | None = None,
-    search_options: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    service: SearchService | None = None,
 ) -> MCPServer:
-    """The MCP server over ``searcher``. ``loads`` is the server's loading over HTTP (its path
-    check under ``server.load_root`` and its one-at-a-time lock; built here when not given);
-    ``view`` maps paths and messages to what a remote client may see (None: shown as stored,
-    right for a local stdio client); ``slots`` is the server's bound on concurrent deep
-    searches, which MCP calls share with the chat routes; ``search_options`` adds the server's
-    limits (its time budget) to a deep search's options."""
-    settings = settings or searcher.settings
-    if loads is None:
-        loads = HTTPLoads(searcher, settings.server, default_upload_dir(searcher.settings))
+    """The MCP server over ``searcher``, a front end of ``service``: the HTTP server's (its
+    loads under ``server.load_root``, its search slots and time budget, what a remote client
+    may see), or without one a local service for a stdio client (no queue, paths as stored)."""
+    svc = service or SearchService(searcher, settings, remote=False)
     mcp = _new_server()
+    _add_search(mcp, svc)
+    _add_deep_search(mcp, svc)
+    _add_list_collections(mcp, svc)
+    _add_load(mcp, svc)
+    _add_passage(mcp, svc)
+    return mcp
 
-    def shown(source: str, collection: str | None = None) -> str:
-        return view.path(source, collection) if view is not None else source
 
-    async def _search(
-        access: Access,
-        query: str,
-        collections: list[str] | None,
-        top_k: int | None,
-        filter: Any,
+def _view(svc: SearchService) -> PublicView | None:
+    """What a remote client may see of paths and messages; None: shown as stored, right for
+    the local user of a stdio server."""
+    return svc.view if svc.remote else None
+
+
+def _shown(svc: SearchService, source: str, collection: str | None = None) -> str:
+    return svc.view.path(source, collection) if svc.remote else source
+
+
+def _add_search(mcp: MCPServer, svc: SearchService) -> None:
+    searcher = svc.searcher
+
+    async def passages(
+        access: Access, query: str, collections: list[str] | None, top_k: int | None, filter: Any
     ) -> tuple[list[Hit], list[str]]:
-        errors.check_question_length(query, settings.server.max_question_chars, "query")
-        access.check_read(collections or [])
+        errors.check_question_length(query, svc.server.max_question_chars, "query")
+        readable = await svc.readable(access, collections or [], check_named=False)
         retriever = await asyncio.to_thread(lambda: searcher.retriever)
-        if not access.reads_all:
-            retriever = retriever.within(
-                access.readable_or_refuse(i.name for i in await retriever.available_collections())
-            )
+        if readable is not None:
+            retriever = retriever.within(readable)
         retriever = retriever.filtered(Filter.from_json(filter))
         infos = await retriever.available_collections()
         names, notes = await retriever.searchable(collections, infos)
@@ -207,16 +179,21 @@ def build_mcp(
         """Passages most similar to `query`, with their source file, pages, collection, score
         and a `uri` to read each again. Retrieval only: no LLM is called."""
         access = _access(ctx)
-        with _tool_errors(view):
-            async with _deadline(settings.server.request_timeout_s):
-                hits, notes = await _search(access, query, collections, top_k, filter)
+        with _tool_errors(_view(svc)):
+            hits, notes = await svc.within_deadline(
+                passages(access, query, collections, top_k, filter)
+            )
         result: dict[str, Any] = {
             "query": query,
-            "passages": [_passage(h, shown(h.source, h.collection)) for h in hits],
+            "passages": [_passage(h, _shown(svc, h.source, h.collection)) for h in hits],
         }
         if notes:
             result["notes"] = notes
         return result
+
+
+def _add_deep_search(mcp: MCPServer, svc: SearchService) -> None:
+    searcher = svc.searcher
 
     @mcp.tool()
     async def deep_search(
@@ -241,55 +218,51 @@ def build_mcp(
         a written answer whose [n] markers cite `sources`. Sends a progress notification per
         step when the request carries a progress token."""
         access = _access(ctx)
-        given = {"collections": collections, "max_iter": max_iter, "web": web, "filter": filter}
-        values = {k: v for k, v in given.items() if v is not None}
-        step = 0
+        view = _view(svc)
         with _tool_errors(view):
             # Refused before it waits for a search slot (the library checks it too).
-            errors.check_question_length(question, settings.server.max_question_chars)
-            options = QueryOptions.from_mapping(
-                search_options(values) if search_options else values
+            errors.check_question_length(question, svc.server.max_question_chars)
+            options = QueryOptions(
+                collections=collections, max_iter=max_iter, web=web, filter=filter
             )
-            access.check_read(collections or [])
-            if not access.reads_all:
-                infos = await asyncio.to_thread(searcher.collections)
-                readable = access.readable_or_refuse(i.name for i in infos)
+            readable = await svc.readable(access, collections or [], check_named=False)
+            if readable is not None:
                 options = options.with_values({"allowed_collections": readable})
             if collections:
                 retriever = await asyncio.to_thread(lambda: searcher.retriever)
                 retriever.check_requested(collections, await retriever.available_collections())
-            slot = await slots.acquire() if slots is not None else None
-            if slots is not None and slot is None:
-                raise errors.DeepSearcherError(
-                    f"server busy: {slots.limit} searches running and {slots.max_queued} waiting",
-                    "retry in a while, or raise server.max_queued_searches",
-                )
-            try:
-                async with _deadline(settings.server.request_timeout_s):
-                    async for event in searcher.astream(question, options, use_cache=cache):
-                        if view is not None:  # paths as the client may see them
-                            event = view.event(event)
-                        message = _progress_message(event)
-                        if message is not None:
-                            step += 1
-                            await ctx.report_progress(step, None, message)
-                        if event.type == "done":
-                            # The passages the answer does not cite would crowd the calling
-                            # model's context; the search tool finds passages on demand.
-                            result = event.answer.to_dict()
-                            del result["retrieved"]
-                            return result
-            finally:
-                if slot is not None:
-                    slot.release()
-            raise errors.DeepSearcherError("the search ended without an answer")
+            ask = SearchRequest(question, options, use_cache=cache)
+            return await svc.queued(_answer(svc, ask, ctx, view), _BUSY_HINT)
 
+
+async def _answer(
+    svc: SearchService, ask: SearchRequest, ctx: Context, view: PublicView | None
+) -> dict[str, Any]:
+    """The answer's JSON, with a progress notification per step of the search."""
+    step = 0
+    async for event in svc.events(ask):
+        if view is not None:  # paths as the client may see them
+            event = view.event(event)
+        message = describe_event(event, "line")
+        if message is not None:
+            step += 1
+            await ctx.report_progress(step, None, message)
+        if event.type == "done":
+            # The passages the answer does not cite would crowd the calling model's
+            # context; the search tool finds passages on demand.
+            result = event.answer.to_dict()
+            del result["retrieved"]
+            return result
+    raise errors.DeepSearcherError("the search ended without an answer")
+
+
+def _add_list_collections(mcp: MCPServer, svc: SearchService) -> None:
     @mcp.tool()
     async def list_collections(ctx: Context) -> list[dict[str, Any]]:
         """The collections that can be searched: name, description, chunks and files."""
         access = _access(ctx)
-        with _tool_errors(view):
-            infos = await asyncio.to_thread(searcher.collections)
+        with _tool_errors(_view(svc)):
+            infos = await asyncio.to_thread(svc.searcher.collections)
             infos = [i for i in infos if access.readable(i.name)]
         return [
             {
@@ -301,6 +274,8 @@ def build_mcp(
             for i in infos
         ]
 
+
+def _add_load(mcp: MCPServer, svc: SearchService) -> None:
     @mcp.tool()
     async def load(
         path: Annotated[
@@ -316,21 +291,23 @@ def build_mcp(
     ) -> dict[str, Any]:
         """Load a file or folder into a collection, incrementally (unchanged files are
         skipped). Only when server.load_root is set, and only paths under it."""
-        assert loads is not None
         access = _access(ctx)
+        view = _view(svc)
         with _tool_errors(view):
-            access.check_load(collection or searcher.settings.vector_store.collection)
-            if not loads.server.load_root:  # the HTTP refusal's hint is about uploads
+            access.check_load(collection or svc.searcher.settings.vector_store.collection)
+            if not svc.loads.server.load_root:  # the HTTP refusal's hint is about uploads
                 raise errors.ConfigError(
                     "loading is disabled: server.load_root is not set",
                     "set server.load_root (or DEEPSEARCHER_SERVER__LOAD_ROOT) to the folder "
                     "MCP clients may load from",
                 )
-            report = await loads.load_paths(
+            report = await svc.loads.load_paths(
                 LoadRequest(paths=[path], collection=collection, description=description)
             )
         return (view.report(report) if view else report).to_dict()
 
+
+def _add_passage(mcp: MCPServer, svc: SearchService) -> None:
     @mcp.resource(
         PASSAGE_URI,
         name="passage",
@@ -350,16 +327,14 @@ def build_mcp(
             raise ResourceNotFoundError(f"no collection '{collection}'") from None
         if not _CHUNK_ID.fullmatch(chunk_id):
             raise ResourceNotFoundError(f"no passage '{chunk_id}': ids are 40 hex digits")
-        store = await asyncio.to_thread(lambda: searcher.store)
+        store = await asyncio.to_thread(lambda: svc.searcher.store)
         try:
             hit = await asyncio.to_thread(store.get_chunk, collection, chunk_id)
         except errors.CollectionNotFoundError:
             hit = None
         if hit is None:
             raise ResourceNotFoundError(f"no passage '{chunk_id}' in collection '{collection}'")
-        return _passage(hit, shown(hit.source, hit.collection)) | {"score": None}
-
-    return mcp
+        return _passage(hit, _shown(svc, hit.source, hit.collection)) | {"score": None}
 
 
 def http_routes(mcp: MCPServer, path: str = "/mcp") -> list[BaseRoute]:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from deepsearcher.errors import check_question_length
 from deepsearcher.filters import Filter
+from deepsearcher.options import QueryOptions
 from deepsearcher.server.errors import RequestError
 from deepsearcher.types import Answer, Source, Usage
 
@@ -36,19 +37,17 @@ class SearchOptions(BaseModel):
     # it accepts, where a typed field would give a bare validation error.
     filter: Any = None
 
-    def options(self) -> dict[str, Any]:
-        """The search options set in the request; a bad filter raises ``FilterError`` (400)."""
-        out: dict[str, Any] = {
-            k: getattr(self, k)
-            for k in ("agent", "max_iter", "top_k")
-            if getattr(self, k) is not None
-        }
-        flt = Filter.from_json(self.filter)
-        if flt is not None:
-            out["filter"] = flt
-        if not self.cache:
-            out["cache"] = False  # not a QueryOptions field: taken out by the service
-        return out
+    def query_options(self, collections: Sequence[str] | None = None) -> QueryOptions:
+        """The search options set in the request, over ``collections`` (None: all, or
+        routed); a bad filter raises ``FilterError`` (400). ``cache`` is not one of them: the
+        service reads it from the request."""
+        return QueryOptions(
+            agent=self.agent,
+            collections=collections,
+            top_k=self.top_k,
+            max_iter=self.max_iter,
+            filter=Filter.from_json(self.filter),
+        )
 
 
 class ChatMessage(BaseModel):

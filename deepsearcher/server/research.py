@@ -12,22 +12,19 @@ slots, request deadline and body limit as the query routes.
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from deepsearcher import errors
-from deepsearcher.aio import TaskPump
-from deepsearcher.research import Report, ResearchEvent, ResearchRequest
-from deepsearcher.research.models import Source
+from deepsearcher.describe import describe_event
+from deepsearcher.research import ResearchEvent, ResearchRequest
 from deepsearcher.server.access import access_of
-from deepsearcher.server.errors import RequestError, error_response, search_timeout
+from deepsearcher.server.errors import RequestError, error_response
 from deepsearcher.server.openai_api import (
     ChatMessage,
     ChatRequest,
@@ -37,11 +34,9 @@ from deepsearcher.server.openai_api import (
     parse_body,
     sse,
 )
+from deepsearcher.server.service import Run, SearchService
 from deepsearcher.server.stream import EventStreamResponse
 from deepsearcher.types import Usage
-
-if TYPE_CHECKING:
-    from deepsearcher.server.app import _Service
 
 logger = logging.getLogger(__name__)
 
@@ -124,96 +119,22 @@ def _is_clarification(m: ChatMessage) -> bool:
 
 
 async def _research_request(
-    svc: _Service,
+    svc: SearchService,
     request: Request,
     text: str,
     *,
     collections: list[str] | None = None,
-    clarify: Callable[[str], Awaitable[str | None]] | None = None,
-    clarification: tuple[str, str] | None = None,
-    **limits: Any,
+    **fields: Any,
 ) -> ResearchRequest:
-    """The run's request: the collections this key may read, and a time budget that ends
-    before the server's deadline (as ``search_options`` does for a question)."""
-    options = await svc.scoped(access_of(request.scope), {"collections": collections or []})
-    names = collections or options.get("allowed_collections")  # None: every collection
-    settings = svc.searcher.settings
-    run_s = settings.research.timeout_s or settings.query.timeout_s * (
-        settings.research.budget_factor
-    )
-    soft = svc.server.request_timeout_s * 0.8
-    name = f"80% of server.request_timeout_s={svc.server.request_timeout_s:g}s"
-    return ResearchRequest(
-        text,
-        collections=list(names) if names else None,
-        timeout_s=min(run_s, soft),
-        budget_name=name if soft < run_s else None,
-        clarify=clarify,
-        clarification=clarification,
-        **{k: v for k, v in limits.items() if v is not None},
-    )
-
-
-async def public_report(svc: _Service, report: Report) -> Report:
-    """The report with source paths relative to a root the client knows of, and messages
-    without the server's internals."""
-    await svc.learn_roots({e.collection for e in report.evidence if e.kind == "doc"})
-    view = svc.view
-    evidence = {
-        e.id: e
-        if e.kind == "web"
-        else dataclasses.replace(e, source=view.path(e.source, e.collection))
-        for e in report.evidence
-    }
-    return dataclasses.replace(
-        report,
-        evidence=list(evidence.values()),
-        sources=[Source(s.n, evidence.get(s.evidence_id, s.evidence)) for s in report.sources],
-        notes=view.texts(report.notes),
-        missing=view.texts(report.missing),
-        cut_short=view.text(report.cut_short) if report.cut_short else None,
-    )
-
-
-async def _report(svc: _Service, req: ResearchRequest, web: bool | None) -> Report:
-    slot = await svc.acquire()
-    timeout = svc.server.request_timeout_s
-    try:
-        report = await asyncio.wait_for(svc.searcher.aresearch(req, web=web), timeout)
-    except TimeoutError:
-        raise search_timeout(timeout) from None
-    finally:
-        slot.release()
-    return await public_report(svc, report)
-
-
-async def _unless_gone(request: Request, work: Awaitable[Any]) -> Any:
-    """``work``'s result, or None when the client hung up first (the run is cancelled then:
-    a report nobody reads is many LLM calls wasted)."""
-    task = asyncio.ensure_future(work)
-    gone = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        if not task.done():
-            task.cancel()
-            await asyncio.wait({task})
-    if task.cancelled():
-        logger.info("client disconnected: research cancelled")
-        return None
-    return task.result()
-
-
-async def _disconnected(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
+    """The run's request: the collections this key may read, and the service's time budget."""
+    readable = await svc.readable(access_of(request.scope), collections or [])
+    return svc.research_request(text, collections or readable, **fields)
 
 
 # -- chat ------------------------------------------------------------------------------------
 
 
-async def research_chat(svc: _Service, request: Request, req: ChatRequest) -> Response:
+async def research_chat(svc: SearchService, request: Request, req: ChatRequest) -> Response:
     """``/v1/chat/completions`` with ``model: deepsearcher-research``."""
     text, answered, asked_before = research_turn(req.messages, svc.server.max_question_chars)
     ask = svc.searcher.settings.research.clarify and not asked_before
@@ -223,7 +144,7 @@ async def research_chat(svc: _Service, request: Request, req: ChatRequest) -> Re
     if req.stream:
         return await _stream(svc, req, rreq)
     try:
-        report = await _unless_gone(request, _report(svc, rreq, None))
+        report = await svc.unless_gone(request, svc.report(rreq, None), "research")
     except NeedsClarification as q:
         return JSONResponse(
             completion_body(req.model, CLARIFY_PREFIX + q.question, Usage(), {"deepsearcher": {}})
@@ -236,26 +157,12 @@ async def research_chat(svc: _Service, request: Request, req: ChatRequest) -> Re
     )
 
 
-async def _stream(svc: _Service, req: ChatRequest, rreq: ResearchRequest) -> Response:
-    slot = await svc.acquire()
-    timeout = svc.server.request_timeout_s
-    deadline = asyncio.get_running_loop().time() + timeout
-    pump: TaskPump[ResearchEvent] = TaskPump(svc.searcher.astream_research(rreq))
-
-    def close() -> None:
-        pump.close()
-        slot.release()
-
-    async def next_event() -> ResearchEvent | None:
-        try:
-            return await pump.next(deadline - asyncio.get_running_loop().time())
-        except TimeoutError:
-            raise search_timeout(timeout) from None
-
+async def _stream(svc: SearchService, req: ChatRequest, rreq: ResearchRequest) -> Response:
+    run = await svc.research_stream(rreq)
     try:  # a clarifying question, or a failure before the first event, is a whole reply
-        first = await next_event()
+        first = await run.next()
     except NeedsClarification as q:
-        close()
+        run.close()
         out = ChunkWriter(req.model)
         frames = [
             out.frame({"role": "assistant", "content": ""}),
@@ -265,9 +172,9 @@ async def _stream(svc: _Service, req: ChatRequest, rreq: ResearchRequest) -> Res
         ]
         return EventStreamResponse(_iterate(frames), lambda: None)
     except BaseException:
-        close()
+        run.close()
         raise
-    return EventStreamResponse(_chunks(svc, req, first, next_event), close)
+    return EventStreamResponse(_chunks(svc, req, first, run), run.close)
 
 
 async def _iterate(frames: list[str]) -> AsyncIterator[str]:
@@ -276,17 +183,17 @@ async def _iterate(frames: list[str]) -> AsyncIterator[str]:
 
 
 async def _chunks(
-    svc: _Service,
+    svc: SearchService,
     req: ChatRequest,
     event: ResearchEvent | None,
-    next_event: Callable[[], Awaitable[ResearchEvent | None]],
+    run: Run[ResearchEvent],
 ) -> AsyncIterator[str]:
     out = ChunkWriter(req.model)
     yield out.frame({"role": "assistant", "content": ""})
     try:
         while event is not None:
             if event.type == "done" and event.report is not None:
-                report = await public_report(svc, event.report)
+                report = await svc.public_report(event.report)
                 details = {
                     k: v for k, v in report.to_dict().items() if k not in ("sections", "summary")
                 }
@@ -295,56 +202,25 @@ async def _chunks(
                     yield out.usage(report.usage)
                 yield sse("[DONE]")
                 return
-            line = progress_line(event)
+            line = describe_event(event, "line")
             delta = {"reasoning_content": svc.view.text(line) + "\n"} if line else {}
-            yield out.frame(delta, deepsearcher_event=_public_event(svc, event))
-            event = await next_event()
+            yield out.frame(delta, deepsearcher_event=svc.public_research_event(event))
+            event = await run.next()
         raise errors.DeepSearcherError("the research run ended without a report")
     except (RequestError, errors.DeepSearcherError) as exc:
         body = error_response(exc, svc.view.text).body
         yield sse(bytes(body).decode())
 
 
-def _public_event(svc: _Service, event: ResearchEvent) -> dict[str, Any]:
-    d = event.to_dict()
-    for key in ("message", "error", "cut_short", "result"):
-        if isinstance(d.get(key), str):
-            d[key] = svc.view.text(d[key])
-    return d
-
-
 def progress_line(event: ResearchEvent) -> str | None:
     """One plain line per stage, for a chat client's reasoning pane."""
-    if event.type == "brief" and event.brief is not None:
-        return f"Brief: {event.brief.goal} ({len(event.brief.must_answer)} question(s))"
-    if event.type == "plan" and event.plan is not None:
-        titles = "; ".join(s.title for s in event.plan.sections)
-        return f"Plan: {len(event.plan.sections)} section(s): {titles}"
-    if event.type == "researcher_started":
-        return f"Researching: {event.section}"
-    if event.type == "researcher_finished":
-        if event.error:
-            return f"Section '{event.section}' missing: {event.error}"
-        return f"Done: {event.section} ({event.findings} finding(s), {event.calls} calls)"
-    if event.type == "quality" and event.quality is not None:
-        q = event.quality
-        return (
-            f"Check: coverage {q.coverage:.0%}, {len(q.uncited_sentences)} uncited, "
-            f"{len(q.contradictions)} conflicting source pair(s)"
-        )
-    if event.type == "revision":
-        return f"Revision {event.round}: researching {'; '.join(event.gaps)}"
-    if event.type == "note":
-        return f"Note: {event.message}"
-    if event.type == "tool_call":
-        return f"Tool {event.tool}: {event.result}"
-    return None
+    return describe_event(event, "line")
 
 
 # -- /v1/research ----------------------------------------------------------------------------
 
 
-def research_routes(svc: _Service) -> APIRouter:
+def research_routes(svc: SearchService) -> APIRouter:
     router = APIRouter()
 
     @router.post("/v1/research")
@@ -368,7 +244,7 @@ def research_routes(svc: _Service) -> APIRouter:
             figures=body.figures,
         )
         try:
-            report = await _unless_gone(request, _report(svc, rreq, body.web))
+            report = await svc.unless_gone(request, svc.report(rreq, body.web), "research")
         except NeedsClarification as q:
             return JSONResponse(
                 {
