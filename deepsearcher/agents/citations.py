@@ -21,12 +21,13 @@ _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.!?,;:])")
 _MARKER = re.compile(r"^\s*(?:[-*•+]\s+|\d{1,3}[.)]\s+)")
 _WORD = re.compile(r"[a-z0-9][a-z0-9.%-]*[a-z0-9%]|[0-9]", re.IGNORECASE)
 # Words too common to tell one claim from another (research's contradiction check adds its own).
-STOP_WORDS = frozenset(
+_STOP_TEXT = (
     "the and for are was were with that this from have has had not but its their they "
     "them what which when where who whom will would could should about into than then "
     "there these those been being also such each other more most some any all our your "
-    "does did".split()
+    "does did"
 )
+STOP_WORDS = frozenset(_STOP_TEXT.split())
 # Below this share of its key terms in the cited passages, a claim counts as unsupported;
 # claims with fewer than MIN_TERMS terms are too short to judge.
 MIN_SHARE = 0.34

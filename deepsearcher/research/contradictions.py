@@ -25,22 +25,8 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _CURRENCY = {"$": "dollar", "€": "euro", "£": "pound"}
 _UNIT_ALIASES = {"percent": "%", "per": "%", "usd": "dollar", "eur": "euro", "hrs": "hour"}
 # The citation check's stop words, and words that say when rather than what.
-_STOP = STOP_WORDS | frozenset(
-    [
-        "per",
-        "since",
-        "until",
-        "over",
-        "under",
-        "after",
-        "before",
-        "while",
-        "only",
-        "every",
-        "year",
-        "years",
-    ]
-)
+_WHEN_WORDS = "per since until over under after before while only every year years"
+_STOP = STOP_WORDS | frozenset(_WHEN_WORDS.split())
 
 
 @dataclass(frozen=True)

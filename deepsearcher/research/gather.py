@@ -13,7 +13,7 @@ from deepsearcher.errors import DeepSearcherError
 from deepsearcher.research.budget import MIN_RESEARCHER_CALLS, WRITE_RESERVE_CALLS
 from deepsearcher.research.events import ResearcherFinishedEvent, ResearcherStartedEvent
 from deepsearcher.research.models import Evidence, Finding, Hypothesis, SectionResult, Subtask
-from deepsearcher.research.researcher import Researcher, ResearcherDeps
+from deepsearcher.research.researcher import ResearcherDeps, research_section
 from deepsearcher.research.state import RunDeps, RunState
 from deepsearcher.research.text import norm
 
@@ -79,7 +79,7 @@ async def _researcher(
         gate=state.gate,
     )
     try:
-        return await Researcher(shared, subtask, budget).research()
+        return await research_section(shared, subtask, budget)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # one section's failure must not lose the others
