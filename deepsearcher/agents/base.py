@@ -235,9 +235,20 @@ async def _write_answer(
     finally:
         stream.close()
 
-    text, cited, invalid = cited_sources(clean_output("".join(parts)), passages)
+    for ev in _cite(ctx, "".join(parts), passages, answer, verified):
+        yield ev
+
+
+def _cite(
+    ctx: RunContext, reply: str, passages: Sequence[Hit], answer: Answer, verified: Set[str]
+) -> list[Event]:
+    """Fill the answer from the finished reply: its text with only the citations that point
+    at a passage, the passages it cites as sources and the others as retrieved; notes for
+    what a reader should know about its evidence."""
+    events: list[Event] = []
+    text, cited, invalid = cited_sources(clean_output(reply), passages)
     if invalid:
-        yield ctx.note(f"removed {invalid} citation(s) that pointed at no passage")
+        events.append(ctx.note(f"removed {invalid} citation(s) that pointed at no passage"))
     answer.answer = text.strip()
     answer.sources = [
         hit_to_source(n, passages[n - 1], passages[n - 1].id in verified) for n in cited
@@ -248,17 +259,22 @@ async def _write_answer(
         if n not in cited
     ]
     if passages and not cited and answer.answer:
-        yield ctx.note(
-            f"{EVIDENCE_NOTE}the answer cites none of the {len(passages)} passage(s) it was "
-            "given; they are listed as retrieved, not as sources"
+        events.append(
+            ctx.note(
+                f"{EVIDENCE_NOTE}the answer cites none of the {len(passages)} passage(s) it "
+                "was given; they are listed as retrieved, not as sources"
+            )
         )
     weak = unsupported_citations(answer.answer, [h.text for h in passages])
     if weak:
         answer.unsupported_citations = weak
-        yield ctx.note(
-            f"{EVIDENCE_NOTE}{len(weak)} cited sentence(s) not found in the passage they cite: "
-            + "; ".join(f'"{_short(w)}"' for w in weak[:3])
+        events.append(
+            ctx.note(
+                f"{EVIDENCE_NOTE}{len(weak)} cited sentence(s) not found in the passage they "
+                "cite: " + "; ".join(f'"{_short(w)}"' for w in weak[:3])
+            )
         )
+    return events
 
 
 def _short(text: str, limit: int = 80) -> str:
