@@ -22,11 +22,7 @@ async def make_brief(state: RunState, deps: RunDeps) -> ResearchBrief:
     if answered is not None:
         text = f"{request}\n(Asked: {answered[0]} The user answered: {answered[1]})"
     try:
-        brief = await ask(
-            state.ctx,
-            messages_for(prompts.BRIEF.format(request=escape_document(text))),
-            partial(parse_brief, request=request),
-        )
+        brief = await _ask_brief(state, text, request)
     except (LLMError, BudgetExceeded) as exc:
         spent(state, exc)
         note(state, deps, f"brief failed ({exc.message}); researching the request as asked")
@@ -53,11 +49,7 @@ async def clarified(state: RunState, deps: RunDeps, brief: ResearchBrief) -> Res
         return brief
     clarified = f"{request}\n(Asked: {question} The user answered: {reply})"
     try:
-        new = await ask(
-            state.ctx,
-            messages_for(prompts.BRIEF.format(request=escape_document(clarified))),
-            partial(parse_brief, request=request),
-        )
+        new = await _ask_brief(state, clarified, request)
     except (LLMError, BudgetExceeded) as exc:
         note(state, deps, f"brief after clarification failed ({exc.message}); keeping the first")
         brief.assumptions.append(f"clarified: {question} -> {reply}")
@@ -65,6 +57,15 @@ async def clarified(state: RunState, deps: RunDeps, brief: ResearchBrief) -> Res
     new.question = ""  # one question per run: the answer is in the brief now
     new.assumptions.insert(0, f"clarified: {question} -> {reply}")
     return new
+
+
+async def _ask_brief(state: RunState, text: str, request: str) -> ResearchBrief:
+    """The brief for ``text`` (the request, with a clarification when there is one)."""
+    return await ask(
+        state.ctx,
+        messages_for(prompts.BRIEF.format(request=escape_document(text))),
+        partial(parse_brief, request=request),
+    )
 
 
 def brief_text(brief: ResearchBrief) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from deepsearcher.agents.citations import is_supported
 from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.prompting import ask, escape_document, messages_for
 from deepsearcher.research import prompts
@@ -21,7 +20,14 @@ from deepsearcher.research.contradictions import (
 from deepsearcher.research.models import Quality, ResearchBrief
 from deepsearcher.research.parsing import parse_check
 from deepsearcher.research.state import RunDeps, RunState, note
-from deepsearcher.research.text import EVIDENCE_REF, cited_ids, claim_of, sentences, terms_share
+from deepsearcher.research.text import (
+    EVIDENCE_REF,
+    cited_ids,
+    claim_of,
+    is_supported,
+    sentences,
+    terms_share,
+)
 from deepsearcher.research.write import draft_sections, findings_text
 
 

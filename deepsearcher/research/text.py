@@ -13,6 +13,7 @@ from deepsearcher.agents.citations import (
     LOOSE_CITATION,
     STOP_WORDS,
     claim_of,
+    is_supported,
     key_terms,
     sentences,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "cited_numbers",
     "claim_of",
     "digest",
+    "is_supported",
     "key_terms",
     "norm",
     "sentences",
