@@ -66,18 +66,7 @@ async def _researcher(
     state.max_researchers_in_flight = max(
         state.max_researchers_in_flight, state.researchers_in_flight
     )
-    shared = ResearcherDeps(
-        deps.settings,
-        deps.llm,
-        deps.retriever,
-        deps.request,
-        state.ctx,
-        deps.emit,
-        deps.web,
-        max_tool_steps=state.limits.max_tool_steps,
-        max_hypotheses=state.limits.max_hypotheses,
-        gate=state.gate,
-    )
+    shared = ResearcherDeps(deps, state.ctx, state.limits, state.gate)
     try:
         return await research_section(shared, subtask, budget)
     except asyncio.CancelledError:

@@ -61,7 +61,7 @@ def keep(ws: Workspace, hypothesis: Hypothesis) -> None:
         hypothesis.status,
         [ws.short_of(k) for k in hypothesis.evidence],
     )
-    ws.deps.emit(HypothesisEvent(hypothesis=shown, section=ws.title))
+    ws.deps.run.emit(HypothesisEvent(hypothesis=shown, section=ws.title))
 
 
 def parse_verdict(text: str) -> tuple[HypothesisStatus, list[str]]:

@@ -40,7 +40,7 @@ async def research_section(deps: ResearcherDeps, subtask: Subtask, budget: int) 
     """The section researched: findings and hypotheses with the passages they cite (keyed by
     passage), the calls spent, and what failed or was cut short."""
     ws = Workspace(deps, subtask, budget)
-    extra = ws.deps.max_tool_steps + ws.deps.max_hypotheses
+    extra = ws.deps.limits.max_tool_steps + ws.deps.limits.max_hypotheses
     # The deep search leaves the tools their calls only when that still leaves it enough.
     reserve = extra if ws.budget - extra >= 2 * MIN_RESEARCHER_CALLS else 0
     answer = await _deep_search(ws, ws.budget - reserve)
@@ -68,15 +68,15 @@ async def research_section(deps: ResearcherDeps, subtask: Subtask, budget: int) 
     for ev in evidence:
         ws.add_evidence(ev)
     ws.findings = findings
-    if ws.deps.max_tool_steps > 0:
+    if ws.deps.limits.max_tool_steps > 0:
         await use_tools(ws)
-    if len(ws.proposed) > ws.deps.max_hypotheses:
-        dropped = len(ws.proposed) - ws.deps.max_hypotheses
+    if len(ws.proposed) > ws.deps.limits.max_hypotheses:
+        dropped = len(ws.proposed) - ws.deps.limits.max_hypotheses
         ws.note(
             f"researcher '{ws.title}': {dropped} hypothesis(es) beyond "
-            f"{ws.deps.max_hypotheses} not tested"
+            f"{ws.deps.limits.max_hypotheses} not tested"
         )
-    for statement, against in ws.proposed[: ws.deps.max_hypotheses]:
+    for statement, against in ws.proposed[: ws.deps.limits.max_hypotheses]:
         await test_hypothesis(ws, statement, against)
     result.calls += ws.calls
     result.findings, result.hypotheses = ws.findings, ws.hypotheses
@@ -93,11 +93,11 @@ async def _answer_again(ws: Workspace, first: Answer, failed: str) -> tuple[Answ
     citations. Either way the section says so (the second value), in the report too."""
     ws.note(f"researcher '{ws.title}': {failed}; writing the answer once more")
     hits = [_hit_of(s) for s in first.sources]
-    settings = ws.deps.settings.model_copy(deep=True)
+    settings = ws.deps.run.settings.model_copy(deep=True)
     settings.query.max_llm_calls = max(1, ws.left - ws.calls)
     # Alone: no other researcher's request can abort this stream (the first one may have
     # failed that way); the others wait for this one call.
-    model = SharedBudgetModel(ws.deps.llm, ws.deps.ctx, WRITE_RESERVE_CALLS)
+    model = SharedBudgetModel(ws.deps.run.llm, ws.deps.ctx, WRITE_RESERVE_CALLS)
     answer = new_answer(ws.subtask.question, "deep")
     if ws.calls < ws.left:
         async with ws.deps.gate.alone():
@@ -120,13 +120,13 @@ async def _answer_again(ws: Workspace, first: Answer, failed: str) -> tuple[Answ
 
 
 async def _deep_search(ws: Workspace, budget: int) -> Answer:
-    run = ws.deps
+    run = ws.deps.run
     settings = run.settings.model_copy(deep=True)
     settings.query.max_llm_calls = budget
     agent = DeepSearchAgent(settings, ws.model, run.retriever, run.web)
     options = QueryOptions(
         collections=run.request.collections,
-        timeout_s=max(run.ctx.search_remaining_s(), 0.001),
+        timeout_s=max(ws.deps.ctx.search_remaining_s(), 0.001),
         budget_name="research time budget",
     )
     answer: Answer | None = None

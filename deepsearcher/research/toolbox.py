@@ -48,7 +48,7 @@ _CONSTANTS = frozenset({"1", "100"})  # shares and percentages need them without
 async def use_tools(ws: Workspace) -> None:
     """At most ``max_tool_steps`` replies; each may call one tool (JSON) or several
     (native). Ends at the ``findings`` call, a reply without a call, or the bound."""
-    steps = ws.deps.max_tool_steps
+    steps = ws.deps.limits.max_tool_steps
     registry = tool_registry(ws)
     schemas = registry.schemas()
     messages = messages_for(
@@ -56,7 +56,7 @@ async def use_tools(ws: Workspace) -> None:
             question=escape_document(ws.subtask.question),
             tools=registry.describe(),
             steps=steps,
-            max_hypotheses=ws.deps.max_hypotheses,
+            max_hypotheses=ws.deps.limits.max_hypotheses,
             findings=ws.findings_text(),
             evidence="\n\n".join(ws.render(k) for k in ws.evidence) or "(none)",
         )
@@ -75,7 +75,7 @@ async def use_tools(ws: Workspace) -> None:
         turn: list[Message] = []
         for call in calls:
             result = await registry.call(call)
-            ws.deps.emit(
+            ws.deps.run.emit(
                 ToolCallEvent(
                     tool=call.name,
                     arguments=call.args,
@@ -106,7 +106,7 @@ def tool_registry(ws: Workspace) -> ToolRegistry:
             _args({"query": STRING}, ["query"]),
         )
     ]
-    if ws.deps.web is not None:
+    if ws.deps.run.web is not None:
         tools.append(
             Tool(
                 "web_search",
@@ -123,7 +123,7 @@ def tool_registry(ws: Workspace) -> ToolRegistry:
                 _args({"url": STRING}, ["url"]),
             )
         )
-    if ws.deps.request.figures:
+    if ws.deps.run.request.figures:
         tools.append(
             Tool(
                 "calculator",
@@ -173,8 +173,8 @@ async def _search(ws: Workspace, args: Mapping[str, Any]) -> str:
 
 async def _web_search(ws: Workspace, args: Mapping[str, Any]) -> str:
     query = _text_arg(args, "query", "web_search")
-    assert ws.deps.web is not None
-    per_query, _ = await ws.deps.web.search_many([query], ws.deps.ctx)
+    assert ws.deps.run.web is not None
+    per_query, _ = await ws.deps.run.web.search_many([query], ws.deps.ctx)
     hits = per_query[0] if per_query else []
     if not hits:
         return "no web results (see the run's notes if web search is unavailable)"
@@ -185,7 +185,7 @@ async def _web_search(ws: Workspace, args: Mapping[str, Any]) -> str:
 
 async def _fetch(ws: Workspace, args: Mapping[str, Any]) -> str:
     url = normalize_url(_text_arg(args, "url", "fetch"))
-    web = ws.deps.web
+    web = ws.deps.run.web
     assert web is not None
     # Only pages a search returned: a URL the model composed could carry document text
     # out of the machine.

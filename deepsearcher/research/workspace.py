@@ -5,48 +5,40 @@ underneath, which ``gather.merge`` maps to the run's ids)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded
 from deepsearcher.llm import ChatModel, Completion, Message, ToolSchema
 from deepsearcher.prompting import document_block, escape_attribute, escape_document
 from deepsearcher.research.budget import WRITE_RESERVE_CALLS, CallGate, SharedBudgetModel
-from deepsearcher.research.events import ResearchEvent, ResearchNoteEvent
+from deepsearcher.research.events import ResearchNoteEvent
 from deepsearcher.research.evidence import evidence_of
 from deepsearcher.research.models import (
     Evidence,
     Finding,
     Hypothesis,
-    ResearchRequest,
     Subtask,
 )
+from deepsearcher.research.state import Limits, RunDeps
 from deepsearcher.research.text import EVIDENCE_ID
 from deepsearcher.research.tools import ToolArgumentError
-from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
-from deepsearcher.tools.web import WebSearchTool
 from deepsearcher.types import Hit
 
 PROMPT_EVIDENCE_CHARS = 400
 
 
-@dataclass
+@dataclass(frozen=True)
 class ResearcherDeps:
-    """What every researcher of a run shares: its components and the run's one budget."""
+    """What every researcher of a run shares: the run's components, its one budget, its
+    limits, and the gate through which one call may go alone."""
 
-    settings: Settings
-    llm: ChatModel
-    retriever: Retriever
-    request: ResearchRequest
+    run: RunDeps
     ctx: RunContext
-    emit: Callable[[ResearchEvent], None]
-    web: WebSearchTool | None = None
-    max_tool_steps: int = 3  # the run's limits (research.* unless the request set them)
-    max_hypotheses: int = 2  # each costs 2 searches and 1 verdict call
-    gate: CallGate = field(default_factory=CallGate)  # one per run: every researcher's calls
+    limits: Limits
+    gate: CallGate
 
 
 @dataclass
@@ -69,7 +61,7 @@ class Workspace:
 
     def __post_init__(self) -> None:
         self.model = SharedBudgetModel(
-            self.deps.llm, self.deps.ctx, WRITE_RESERVE_CALLS, self.deps.gate
+            self.deps.run.llm, self.deps.ctx, WRITE_RESERVE_CALLS, self.deps.gate
         )
 
     @property
@@ -78,7 +70,7 @@ class Workspace:
 
     def note(self, message: str) -> None:
         self.deps.ctx.note(message)
-        self.deps.emit(ResearchNoteEvent(message=message))
+        self.deps.run.emit(ResearchNoteEvent(message=message))
 
     def budget_spent(self) -> bool:
         """The run's budget refuses more calls: the section ends, cut short, as it is."""
@@ -105,11 +97,12 @@ class Workspace:
         return completion
 
     async def search(self, query: str, top_k: int) -> list[Hit]:
-        run = self.deps
+        run = self.deps.run
         if self._collections is None:
             infos = await run.retriever.available_collections()
             self._collections, _ = await run.retriever.searchable(run.request.collections, infos)
-        hits = await run.ctx.in_time(run.retriever.search([query], self._collections, top_k))
+        search = run.retriever.search([query], self._collections, top_k)
+        hits = await self.deps.ctx.in_time(search)
         return hits[0] if hits else []
 
     # -- evidence the model can cite by short id ----------------------------------------------
