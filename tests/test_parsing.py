@@ -208,3 +208,39 @@ def test_reasoning_filter_matches_clean_output_however_the_stream_is_split(reply
             parts = [visible.feed(reply[:i]), visible.feed(reply[i:j]), visible.feed(reply[j:])]
             streamed = "".join(parts) + visible.flush()
             assert streamed.strip() == clean_output(reply), (i, j, streamed)
+
+
+def test_the_json_in_a_reply_is_found_in_prose_in_fences_or_whole() -> None:
+    from deepsearcher.prompting import find_json, json_object
+
+    assert json_object('{"goal": "g"}') == {"goal": "g"}
+    assert json_object('Here it is:\n```json\n{"goal": "g"}\n```\nDone.') == {"goal": "g"}
+    assert json_object('Sure. {"goal": "g", "scope": "s"} Anything else?') == {
+        "goal": "g",
+        "scope": "s",
+    }
+    # A list around the object is not the object asked for; the object inside it is.
+    assert json_object('[{"goal": "g"}]') == {"goal": "g"}
+    assert find_json('The plan: [{"title": "t"}] as asked', "[]") == [{"title": "t"}]
+    with pytest.raises(OutputParseError, match="expected a JSON object"):
+        json_object("no JSON here")
+    with pytest.raises(OutputParseError, match="expected a JSON list"):
+        find_json("no list here", "[]")
+
+
+def test_a_reply_parsed_into_a_model_names_the_field_that_does_not_fit() -> None:
+    import pydantic
+
+    from deepsearcher.prompting import parse_model
+
+    class Verdict(pydantic.BaseModel):
+        status: str
+        evidence: list[str] = []
+
+    assert parse_model('{"status": "supported", "evidence": ["E1"]}', Verdict) == Verdict(
+        status="supported", evidence=["E1"]
+    )
+    with pytest.raises(OutputParseError, match=r"^evidence\.0: "):
+        parse_model('{"status": "open", "evidence": [{"id": 1}]}', Verdict)
+    with pytest.raises(OutputParseError, match=r"^status: Field required"):
+        parse_model('{"evidence": []}', Verdict)

@@ -24,7 +24,7 @@ from deepsearcher.research.calculator import CalculatorError, calculate
 from deepsearcher.research.contradictions import find_contradictions
 from deepsearcher.research.events import ResearchEvent
 from deepsearcher.research.models import Evidence, Finding
-from deepsearcher.research.tools import ToolCall, default_registry, parse_tool_call
+from deepsearcher.research.tools import THINK, ToolCall, ToolRegistry, parse_tool_call
 from deepsearcher.retrieval import Retriever
 from deepsearcher.searcher import DeepSearcher
 from tests.llm_server import ScriptedLLMServer
@@ -523,25 +523,31 @@ def test_calculator_refuses_anything_but_arithmetic(expression: str) -> None:
 
 
 def test_tool_calls_parse_from_plain_replies_and_errors_go_back_to_the_model() -> None:
-    registry = default_registry()
+    # The researchers' own tools (search, calculator, findings) are exercised through whole
+    # runs in test_research_tools.py; this is the parsing and the registry they go through.
     call = parse_tool_call('```json\n{"tool": "calculator", "args": {"expression": "3*4"}}\n```')
     assert call == ToolCall("calculator", {"expression": "3*4"})
+    said = 'I will search first. {"tool": "search", "arguments": {"query": "per diem"}}'
+    assert parse_tool_call(said) == ToolCall("search", {"query": "per diem"})
+    assert parse_tool_call('{"tool": "search", "args": "per diem"}') == ToolCall(
+        "search", {"_invalid": "per diem"}
+    )
     assert parse_tool_call("The answer is 12.") is None
+    assert parse_tool_call('{"tool": 12, "args": {}}') is None
+    registry = ToolRegistry([THINK])
 
     async def go() -> list[tuple[str, bool]]:
         calls = [
-            call,
+            ToolCall("think", {"thought": "search the policy first"}),
             ToolCall("shell", {"cmd": "ls"}),
-            ToolCall("calculator", {"expression": "open('x')"}),
-            ToolCall("calculator", {}),
+            ToolCall("think", {"_invalid": "not an object"}),
         ]
         return [(r.output, r.error) for r in [await registry.call(c) for c in calls]]
 
     results = asyncio.run(go())
-    assert results[0] == ("12", False)
-    assert results[1][1] and "unknown tool 'shell'" in results[1][0]
-    assert results[2][1] and "not allowed" in results[2][0]
-    assert results[3][1] and "expression" in results[3][0]
+    assert results[0] == ("noted", False)
+    assert results[1][1] and "unknown tool 'shell'; tools: think" in results[1][0]
+    assert results[2][1] and "think takes a JSON object of arguments" in results[2][0]
 
 
 def test_research_command_end_to_end(tmp_path: Path, llm_server: ScriptedLLMServer) -> None:

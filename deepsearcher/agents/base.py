@@ -6,20 +6,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Sequence, Set
-from typing import TypeVar
+from collections.abc import AsyncIterator, Sequence, Set
 
 from deepsearcher.agents import prompts
 from deepsearcher.agents.citations import canonical_citations, unsupported_citations
-from deepsearcher.agents.parsing import (
-    ReasoningFilter,
-    clean_output,
-    complete_parsed,
-    parse_str_list,
-)
+from deepsearcher.agents.parsing import ReasoningFilter, parse_str_list
 from deepsearcher.aio import TaskPump
 from deepsearcher.errors import BudgetExceeded, LLMError
-from deepsearcher.llm import JsonSchema, LLMUnreachableError, Message, StreamPiece
+from deepsearcher.llm import LLMUnreachableError, StreamPiece
+from deepsearcher.prompting import ask as ask
+from deepsearcher.prompting import clean_output, document_block
+from deepsearcher.prompting import escape_attribute as escape_attribute
+from deepsearcher.prompting import escape_document as escape_document
+from deepsearcher.prompting import messages_for as messages_for
 from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
 from deepsearcher.store import CollectionInfo
@@ -34,48 +33,9 @@ from deepsearcher.types import (
 )
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 _CITATION = re.compile(r"\[(\d{1,3})\]")
 STREAM_REPLACED = "the streamed answer broke off; it was written again in full"
-
-
-async def ask(
-    ctx: RunContext,
-    messages: list[Message],
-    parse: Callable[[str], T],
-    *,
-    budgeted: bool = True,
-    schema: JsonSchema | None = None,
-) -> T:
-    """One parsed LLM call (retried once on unusable output) within the run's budget;
-    ``schema`` constrains the reply where the server supports it."""
-    llm = ctx.llm
-    assert llm is not None
-    return await ctx.llm_call(
-        lambda: complete_parsed(llm, messages, parse, usage=ctx.usage, schema=schema),
-        budgeted=budgeted,
-    )
-
-
-def messages_for(prompt: str) -> list[Message]:
-    return [{"role": "system", "content": prompts.SYSTEM}, {"role": "user", "content": prompt}]
-
-
-# Any spelling a model might read as our tag: </DOCUMENT>, < /Document >, <document\t...
-_DOCUMENT_TAG = re.compile(r"<(?=\s*/?\s*document)", re.IGNORECASE)
-
-
-def escape_document(text: str) -> str:
-    """Quoted text that cannot open or close a ``<document>`` tag, in any letter case."""
-    return _DOCUMENT_TAG.sub("&lt;", text)
-
-
-def escape_attribute(value: str) -> str:
-    """A value that cannot leave its ``"..."`` attribute, its tag or its line. ``&`` is left
-    alone: it cannot end anything, and URLs with query strings stay readable."""
-    flat = " ".join(value.split())
-    return flat.replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def render_document(hit: Hit, n: int | None = None, *, text: str | None = None) -> str:
@@ -87,9 +47,7 @@ def render_document(hit: Hit, n: int | None = None, *, text: str | None = None) 
         attributes.append(f'heading="{escape_attribute(hit.heading)}"')
     if hit.kind == "web" and hit.title and hit.title != hit.source:
         attributes.append(f'title="{escape_attribute(hit.title)}"')
-    return prompts.DOCUMENT.format(
-        attributes=" ".join(attributes), text=escape_document(hit.text if text is None else text)
-    )
+    return document_block(" ".join(attributes), hit.text if text is None else text)
 
 
 def passage_label(hit: Hit) -> str:
@@ -277,9 +235,20 @@ async def _write_answer(
     finally:
         stream.close()
 
-    text, cited, invalid = cited_sources(clean_output("".join(parts)), passages)
+    for ev in _cite(ctx, "".join(parts), passages, answer, verified):
+        yield ev
+
+
+def _cite(
+    ctx: RunContext, reply: str, passages: Sequence[Hit], answer: Answer, verified: Set[str]
+) -> list[Event]:
+    """Fill the answer from the finished reply: its text with only the citations that point
+    at a passage, the passages it cites as sources and the others as retrieved; notes for
+    what a reader should know about its evidence."""
+    events: list[Event] = []
+    text, cited, invalid = cited_sources(clean_output(reply), passages)
     if invalid:
-        yield ctx.note(f"removed {invalid} citation(s) that pointed at no passage")
+        events.append(ctx.note(f"removed {invalid} citation(s) that pointed at no passage"))
     answer.answer = text.strip()
     answer.sources = [
         hit_to_source(n, passages[n - 1], passages[n - 1].id in verified) for n in cited
@@ -290,17 +259,22 @@ async def _write_answer(
         if n not in cited
     ]
     if passages and not cited and answer.answer:
-        yield ctx.note(
-            f"{EVIDENCE_NOTE}the answer cites none of the {len(passages)} passage(s) it was "
-            "given; they are listed as retrieved, not as sources"
+        events.append(
+            ctx.note(
+                f"{EVIDENCE_NOTE}the answer cites none of the {len(passages)} passage(s) it "
+                "was given; they are listed as retrieved, not as sources"
+            )
         )
     weak = unsupported_citations(answer.answer, [h.text for h in passages])
     if weak:
         answer.unsupported_citations = weak
-        yield ctx.note(
-            f"{EVIDENCE_NOTE}{len(weak)} cited sentence(s) not found in the passage they cite: "
-            + "; ".join(f'"{_short(w)}"' for w in weak[:3])
+        events.append(
+            ctx.note(
+                f"{EVIDENCE_NOTE}{len(weak)} cited sentence(s) not found in the passage they "
+                "cite: " + "; ".join(f'"{_short(w)}"' for w in weak[:3])
+            )
         )
+    return events
 
 
 def _short(text: str, limit: int = 80) -> str:

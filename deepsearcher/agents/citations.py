@@ -20,13 +20,14 @@ _CITE_AFTER_END = re.compile(r"([.!?])\s*((?:\[[^\]\n]{1,40}\])+)")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.!?,;:])")
 _MARKER = re.compile(r"^\s*(?:[-*•+]\s+|\d{1,3}[.)]\s+)")
 _WORD = re.compile(r"[a-z0-9][a-z0-9.%-]*[a-z0-9%]|[0-9]", re.IGNORECASE)
-_STOP_WORDS = (
+# Words too common to tell one claim from another (research's contradiction check adds its own).
+_STOP_TEXT = (
     "the and for are was were with that this from have has had not but its their they "
     "them what which when where who whom will would could should about into than then "
     "there these those been being also such each other more most some any all our your "
     "does did"
 )
-_STOP = frozenset(_STOP_WORDS.split())
+STOP_WORDS = frozenset(_STOP_TEXT.split())
 # Below this share of its key terms in the cited passages, a claim counts as unsupported;
 # claims with fewer than MIN_TERMS terms are too short to judge.
 MIN_SHARE = 0.34
@@ -58,7 +59,7 @@ def claim_of(sentence: str, citation: re.Pattern[str]) -> str:
 def key_terms(text: str) -> list[str]:
     """The words that carry a claim: four letters or more, or numbers; lower case, once each."""
     words = [w.lower().rstrip(".") for w in _WORD.findall(text)]
-    return [w for w in dict.fromkeys(words) if (len(w) >= 4 or w.isdigit()) and w not in _STOP]
+    return [w for w in dict.fromkeys(words) if (len(w) >= 4 or w.isdigit()) and w not in STOP_WORDS]
 
 
 def is_supported(claim: str, passages_text: str) -> bool:

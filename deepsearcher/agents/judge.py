@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from functools import partial
 
 from deepsearcher.agents import prompts
-from deepsearcher.agents.base import ask, escape_document, messages_for, render_document
-from deepsearcher.agents.parsing import complete_parsed_full, parse_yes_no, parse_yes_no_list
+from deepsearcher.agents.base import render_document
+from deepsearcher.agents.parsing import parse_yes_no, parse_yes_no_list
 from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.llm import JsonSchema, TokenLogprob
+from deepsearcher.prompting import ask, complete_parsed_full, escape_document, messages_for
 from deepsearcher.run_context import RunContext
 from deepsearcher.types import Hit
 

@@ -1,50 +1,28 @@
-"""Tolerant, typed parsing of LLM replies.
+"""Tolerant, typed parsing of the agents' LLM replies: lists of strings (JSON, Python-style or
+marked lines), search queries, YES/NO verdicts, and reasoning dropped from a stream.
 
-Models wrap answers in ``<think>`` blocks, code fences and prose, and write Python lists instead
-of JSON. We accept those forms, never ``eval`` them, and raise ``OutputParseError`` with a
-problem the model can be told about; ``complete_parsed`` does that once before giving up.
+Models write Python lists instead of JSON; we accept that form without ``eval``. Cleaning a
+reply, finding its JSON and the parsed call live in ``deepsearcher.prompting`` (shared with
+research) and are importable from here too.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from deepsearcher.agents import prompts
-from deepsearcher.errors import LLMOutputError
-from deepsearcher.llm import ChatModel, Completion, JsonSchema, Message
-from deepsearcher.types import Usage
+from deepsearcher.prompting import OutputParseError as OutputParseError
+from deepsearcher.prompting import clean_output as clean_output
+from deepsearcher.prompting import complete_parsed as complete_parsed
+from deepsearcher.prompting import complete_parsed_full as complete_parsed_full
 
-T = TypeVar("T")
-
-
-class OutputParseError(ValueError):
-    """The reply does not have the expected shape; ``str(exc)`` says what is wrong."""
-
-
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"```[\w-]*[ \t]*\n?(.*?)```", re.DOTALL)
 _MARKER = re.compile(r"^\s*(?:[-*•+]\s+|\d{1,3}[.)]\s+)")
 _YES_NO = re.compile(r"\b(yes|no)\b", re.IGNORECASE)
 _PY_TOKEN = re.compile(
     r"""\s*(?:"((?:[^"\\]|\\.)*)"|'((?:[^'\\]|\\.)*)'|([^,'"\]]+))\s*(,|\])""", re.DOTALL
 )
-
-
-def clean_output(text: str) -> str:
-    """Drop reasoning blocks and code fences around the answer."""
-    text = _THINK.sub("", text)
-    if "</think>" in text.lower():  # templates that emit only the closing tag
-        text = re.split(r"</think>", text, flags=re.IGNORECASE)[-1]
-    stripped = text.lstrip()
-    if stripped.lower().startswith("<think>"):  # cut off mid-reasoning: no answer follows
-        return ""
-    fence = _FENCE.search(text)
-    if fence:
-        text = fence.group(1)
-    return re.sub(r"```[\w-]*", "", text).strip()  # an unclosed fence
 
 
 class ReasoningFilter:
@@ -315,66 +293,3 @@ def parse_yes_no_list(text: str, count: int) -> list[bool | None]:
             f'expected a JSON list of {count} strings, "YES" or "NO", got "{_snippet(cleaned)}"'
         )
     return verdicts
-
-
-async def complete_parsed(
-    llm: ChatModel,
-    messages: Sequence[Message],
-    parse: Callable[[str], T],
-    *,
-    usage: Usage,
-    retry_prompt: str = prompts.RETRY_FORMAT,
-    max_tokens: int | None = None,
-    schema: JsonSchema | None = None,
-) -> T:
-    """Complete and parse; on a parse failure tell the model the problem and ask once more.
-    ``schema`` constrains the reply where the server can (the prompt describes it too)."""
-    value, _ = await complete_parsed_full(
-        llm,
-        messages,
-        parse,
-        usage=usage,
-        retry_prompt=retry_prompt,
-        max_tokens=max_tokens,
-        schema=schema,
-    )
-    return value
-
-
-async def complete_parsed_full(
-    llm: ChatModel,
-    messages: Sequence[Message],
-    parse: Callable[[str], T],
-    *,
-    usage: Usage,
-    retry_prompt: str = prompts.RETRY_FORMAT,
-    max_tokens: int | None = None,
-    schema: JsonSchema | None = None,
-    logprobs: bool = False,
-) -> tuple[T, Completion]:
-    """``complete_parsed`` that also returns the completion the value came from (its
-    log-probabilities, when ``logprobs`` asked for them)."""
-    convo = list(messages)
-    for attempt in (1, 2):
-        if schema is None and not logprobs:  # keeps ChatModels without these keywords working
-            completion = await llm.complete(convo, max_tokens=max_tokens)
-        else:
-            completion = await llm.complete(
-                convo, max_tokens=max_tokens, schema=schema, logprobs=logprobs
-            )
-        usage.add(completion.usage)
-        cleaned = clean_output(completion.text)
-        try:
-            return parse(cleaned), completion
-        except OutputParseError as exc:
-            if attempt == 2:
-                raise LLMOutputError(
-                    f"model {llm.name} replied in an unusable format twice: {exc}"
-                ) from exc
-            # The cleaned reply keeps the retry short and avoids sending reasoning back, which
-            # some reasoning APIs reject.
-            convo += [
-                {"role": "assistant", "content": cleaned or completion.text[:2000]},
-                {"role": "user", "content": retry_prompt.format(problem=exc)},
-            ]
-    raise AssertionError("unreachable")

@@ -5,9 +5,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
-import random
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
@@ -16,21 +14,12 @@ import numpy as np
 
 from deepsearcher.config import EmbeddingSettings
 from deepsearcher.errors import EmbeddingError
+from deepsearcher.retry import Backoff, Retryable, RetryPolicy, retry_log, retryable_reason
 from deepsearcher.retry_after import retry_after_s
 
 logger = logging.getLogger(__name__)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
-
-
-class _Retryable(Exception):
-    """A transient failure of one embeddings request: worth another attempt after ``delay``
-    (None: use backoff)."""
-
-    def __init__(self, reason: str, delay: float | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.delay = delay
 
 
 class OpenAIEmbedder:
@@ -136,25 +125,26 @@ class OpenAIEmbedder:
 
     def _embed_batch(self, batch: list[str]) -> np.ndarray:
         """One batch, retried on transient failures; raises EmbeddingError once they are spent."""
-        attempts = self._settings.max_retries + 1
-        for attempt in range(1, attempts + 1):
-            try:
+        policy = RetryPolicy(
+            attempts=self._settings.max_retries + 1,
+            backoff=Backoff(self._backoff_base_s, self._backoff_cap_s, self._retry_after_cap_s),
+            retry_on=(Retryable,),
+            reason=retryable_reason,
+            exhausted=self._exhausted,
+            log=retry_log(logger, "embedding request"),
+        )
+        for attempt in policy.attempts_in_thread():
+            with attempt:
                 return self._check_dimension(self._request(batch))
-            except _Retryable as exc:
-                if attempt == attempts:
-                    raise EmbeddingError(
-                        f"embedding server at {self.endpoint} failed after {attempt} "
-                        f"attempts: {exc.reason}",
-                        "check that the server is up and not overloaded, or raise "
-                        "embedding.timeout_s / embedding.max_retries (or lower "
-                        "embedding.max_concurrency)",
-                    ) from exc
-                delay = self._delay(attempt, exc.delay)
-                logger.warning(
-                    "embedding request failed (%s); retry %d in %.2fs", exc.reason, attempt, delay
-                )
-                time.sleep(delay)
         raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    def _exhausted(self, attempts: int, reason: str) -> EmbeddingError:
+        return EmbeddingError(
+            f"embedding server at {self.endpoint} failed after {attempts} attempts: {reason}",
+            "check that the server is up and not overloaded, or raise "
+            "embedding.timeout_s / embedding.max_retries (or lower "
+            "embedding.max_concurrency)",
+        )
 
     def _request(self, batch: list[str]) -> np.ndarray:
         import httpx
@@ -170,7 +160,7 @@ class OpenAIEmbedder:
         try:
             resp = self._client.post(self._url, json=body)
         except httpx.TimeoutException as exc:
-            raise _Retryable(f"timed out after {self._settings.timeout_s:g}s") from exc
+            raise Retryable(f"timed out after {self._settings.timeout_s:g}s") from exc
         except httpx.ConnectError as exc:
             # Refused or unknown host: the next attempt would be refused alike.
             raise EmbeddingError(
@@ -178,10 +168,10 @@ class OpenAIEmbedder:
                 "check embedding.base_url and that the server is running",
             ) from exc
         except httpx.HTTPError as exc:  # a connection dropped mid-reply
-            raise _Retryable(f"{type(exc).__name__}: {exc}") from exc
+            raise Retryable(f"{type(exc).__name__}: {exc}") from exc
         status = resp.status_code
         if status == 429 or status >= 500:
-            raise _Retryable(f"{status} {_server_message(resp)}", retry_after_s(resp.headers))
+            raise Retryable(f"{status} {_server_message(resp)}", retry_after_s(resp.headers))
         if status >= 400:
             raise EmbeddingError(
                 f"embedding server at {self.endpoint} rejected the request: "
@@ -192,7 +182,7 @@ class OpenAIEmbedder:
             data = resp.json()["data"]
             rows = [_vector(d["embedding"]) for d in sorted(data, key=lambda d: d["index"])]
         except (ValueError, KeyError, TypeError) as exc:
-            raise _Retryable(f"unreadable response ({type(exc).__name__})") from exc
+            raise Retryable(f"unreadable response ({type(exc).__name__})") from exc
         if len(rows) != len(batch):
             raise EmbeddingError(
                 f"embedding server at {self.endpoint} returned {len(rows)} vectors for "
@@ -223,13 +213,6 @@ class OpenAIEmbedder:
             "embedding.dimensions to the model's size, or reload with --rebuild to re-embed "
             "with the new model",
         )
-
-    def _delay(self, attempt: int, hinted: float | None) -> float:
-        if hinted is not None:
-            return min(hinted, self._retry_after_cap_s)
-        # "Equal jitter", as the LLM client: concurrent retries spread out, never to zero.
-        step = min(self._backoff_cap_s, self._backoff_base_s * 2 ** (attempt - 1))
-        return step / 2 + random.uniform(0, step / 2)
 
 
 def _vector(raw: Any) -> list[float]:

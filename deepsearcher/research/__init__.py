@@ -1,4 +1,4 @@
-"""Research reports (issue #14, first slice): a request becomes a brief, a plan of sections,
+"""Research reports: a request becomes a brief, a plan of sections,
 concurrent deep-search researchers sharing one budget, a cited draft, a quality check and
 gap-filling revisions. ``run_research`` returns a typed ``Report``; ``stream_research``
 yields the stage events."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deepsearcher.research.models import Contradiction, Evidence, Finding
+from deepsearcher.research.text import EVIDENCE_ID, STOP_WORDS
 
 MAX_CONTRADICTIONS = 10
 # A figure: an optional currency sign, the number (1,250 or 12.5), and the word after it as
@@ -21,14 +22,11 @@ _FIGURE = re.compile(
 )
 _WORD = re.compile(r"[a-z][a-z0-9-]*[a-z0-9]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_EVIDENCE_ID = re.compile(r"E\d+")
 _CURRENCY = {"$": "dollar", "€": "euro", "£": "pound"}
 _UNIT_ALIASES = {"percent": "%", "per": "%", "usd": "dollar", "eur": "euro", "hrs": "hour"}
-_STOP_WORDS = """the and for are was were with that this from have has had not but its their they them
-    what which when where who whom will would could should about into than then there these
-    those been being also such each other more most some any all our your does did per since
-    until over under after before while only than every each year years"""
-_STOP = frozenset(_STOP_WORDS.split())
+# The citation check's stop words, and words that say when rather than what.
+_WHEN_WORDS = "per since until over under after before while only every year years"
+_STOP = STOP_WORDS | frozenset(_WHEN_WORDS.split())
 
 
 @dataclass(frozen=True)
@@ -164,14 +162,14 @@ def parse_contradictions(
     out: list[Contradiction] = []
     for item in value if isinstance(value, list) else []:
         if isinstance(item, str):
-            data: dict[str, Any] = {"differs": item, "evidence": _EVIDENCE_ID.findall(item)}
+            data: dict[str, Any] = {"differs": item, "evidence": EVIDENCE_ID.findall(item)}
         elif isinstance(item, dict):
             data = item
         else:
             continue
         raw_ids = data.get("evidence") or data.get("evidence_ids") or []
         if isinstance(raw_ids, str):
-            raw_ids = _EVIDENCE_ID.findall(raw_ids)
+            raw_ids = EVIDENCE_ID.findall(raw_ids)
         cited = [i for i in dict.fromkeys(str(x).strip() for x in raw_ids) if i in ids]
         differs = data.get("differs") or data.get("difference") or ""
         if len(cited) < 2 or not isinstance(differs, str) or not differs.strip():

@@ -29,7 +29,7 @@ _SILENT = re.compile(
 
 def findings_from_answer(answer: Answer, section: str) -> tuple[list[Finding], list[Evidence]]:
     """Each cited sentence of a researcher's answer as a finding; its citations as evidence
-    (ids are passage keys here; ``_Run.merge`` gives them their E ids). Citations count in
+    (ids are passage keys here; ``gather.merge`` gives them their E ids). Citations count in
     the forms models write them ([1], [1, 2], [Source 1])."""
     by_n = {s.n: s for s in answer.sources}
     evidence: dict[str, Evidence] = {}

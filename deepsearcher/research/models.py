@@ -15,7 +15,7 @@ HYPOTHESIS_STATUSES: tuple[HypothesisStatus, ...] = ("supported", "refuted", "op
 
 @dataclass(frozen=True)
 class ResearchRequest:
-    """One research run. A ``None`` limit is the ``research.*`` setting's (``run.limits_for``);
+    """One research run. A ``None`` limit is the ``research.*`` setting's (``state.limits_for``);
     the budget is ``research.budget_factor`` times one question's unless given."""
 
     request: str

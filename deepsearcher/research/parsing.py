@@ -1,14 +1,14 @@
-"""Tolerant parsing of the research stages' JSON replies. A reply that cannot be used raises
-``OutputParseError``, so ``complete_parsed`` asks the model once more with the problem."""
+"""Tolerant parsing of the research stages' JSON replies (found in the text by
+``prompting.find_json``). A reply that cannot be used raises ``OutputParseError``, so ``ask``
+tells the model the problem and asks once more."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from deepsearcher.agents.parsing import OutputParseError
+from deepsearcher.prompting import OutputParseError, find_json, json_object
 from deepsearcher.research.models import (
     HYPOTHESIS_STATUSES,
     Hypothesis,
@@ -16,7 +16,6 @@ from deepsearcher.research.models import (
     Subtask,
 )
 
-_FENCE = re.compile(r"```[\w-]*\s*\n?(.*?)```", re.DOTALL)
 # A prompt's placeholder (``<a question the report must answer>``) left in a reply.
 # Words and a space between angle brackets, so HTML a model writes (<br>, <a href=...>) is not one.
 _PLACEHOLDER = re.compile(r"<(?:id|[a-z][^<>\n=/]{0,80} [^<>\n=/]{0,80})>", re.IGNORECASE)
@@ -53,26 +52,6 @@ def _reject_copy(what: str) -> OutputParseError:
     )
 
 
-def _json(text: str, opener: str, closer: str) -> Any:
-    candidates = [text, *_FENCE.findall(text)]
-    start, end = text.find(opener), text.rfind(closer)
-    if start != -1 and end > start:
-        candidates.append(text[start : end + 1])
-    for candidate in candidates:
-        try:
-            return json.loads(candidate.strip())
-        except json.JSONDecodeError:
-            continue
-    raise OutputParseError(f"expected a JSON {'object' if opener == '{' else 'list'}")
-
-
-def json_object(text: str) -> dict[str, Any]:
-    value = _json(text, "{", "}")
-    if not isinstance(value, dict):
-        raise OutputParseError("expected a JSON object")
-    return value
-
-
 def _text(value: Any) -> str:
     return " ".join(value.split()) if isinstance(value, str) else ""
 
@@ -107,7 +86,7 @@ def parse_brief(text: str, *, request: str) -> ResearchBrief:
 
 
 def parse_plan(text: str, *, max_sections: int) -> list[Subtask]:
-    value = _json(text, "[", "]")
+    value = find_json(text, "[]")
     if isinstance(value, dict):  # {"sections": [...]}
         value = next((v for v in value.values() if isinstance(v, list)), None)
     if not isinstance(value, list):

@@ -1,5 +1,6 @@
 """Text helpers shared by the run and its researchers: sentences with their citations, a
-claim without them, and the keys that de-duplicate claims and passages."""
+claim without them, evidence ids and their citations, the stop words, and the keys that
+de-duplicate claims and passages."""
 
 from __future__ import annotations
 
@@ -10,22 +11,38 @@ import re
 from deepsearcher.agents.citations import (
     CITATION,
     LOOSE_CITATION,
+    STOP_WORDS,
     claim_of,
+    is_supported,
     key_terms,
     sentences,
 )
 
 __all__ = [
     "CITATION",
+    "EVIDENCE_ID",
+    "EVIDENCE_REF",
     "LOOSE_CITATION",
+    "STOP_WORDS",
+    "cited_ids",
     "cited_numbers",
     "claim_of",
     "digest",
+    "is_supported",
     "key_terms",
     "norm",
     "sentences",
     "terms_share",
 ]
+
+# An evidence id (E1, E12) and a citation of one or more of them: [E1], [E1, E2], [E1; E3].
+EVIDENCE_ID = re.compile(r"E\d+")
+EVIDENCE_REF = re.compile(r"\[\s*(E\d+(?:\s*[,;]\s*E\d+)*)\s*\]")
+
+
+def cited_ids(sentence: str) -> set[str]:
+    """The evidence ids a sentence cites."""
+    return {i for m in EVIDENCE_REF.findall(sentence) for i in EVIDENCE_ID.findall(m)}
 
 
 def digest(text: str) -> str:

@@ -7,18 +7,18 @@ never a crash."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from deepsearcher.agents.parsing import clean_output
+import pydantic
+
 from deepsearcher.errors import DeepSearcherError
 from deepsearcher.llm import ToolCall, ToolSchema
+from deepsearcher.prompting import OutputParseError, clean_output, parse_model
 from deepsearcher.research.calculator import CalculatorError, calculate
 
 ToolFunction = Callable[[Mapping[str, Any]], Awaitable[str]]
-_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 
 
 def object_schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -92,21 +92,24 @@ class ToolArgumentError(ValueError):
     """Arguments a tool cannot use; the message goes back to the model."""
 
 
+class _JsonToolCall(pydantic.BaseModel):
+    """A tool call written as JSON text: ``{"tool": "<name>", "args": {...}}``."""
+
+    tool: pydantic.StrictStr
+    args: Any = None
+    arguments: Any = None  # what some models call "args"
+
+
 def parse_tool_call(reply: str) -> ToolCall | None:
     """The tool call in a reply (a JSON object with ``tool`` and optional ``args``), else None:
     a reply that is not a tool call is the model's final answer."""
-    text = clean_output(reply)
-    match = _OBJECT.search(text)
-    if match is None:
-        return None
     try:
-        value = json.loads(match.group(0))
-    except json.JSONDecodeError:
+        call = parse_model(clean_output(reply), _JsonToolCall)
+    except OutputParseError:
         return None
-    if not isinstance(value, dict) or not isinstance(value.get("tool"), str):
-        return None
-    args = value.get("args", value.get("arguments", {}))
-    return ToolCall(value["tool"], args if isinstance(args, dict) else {"_invalid": args})
+    given = call.model_fields_set
+    args = call.args if "args" in given else call.arguments if "arguments" in given else {}
+    return ToolCall(call.tool, args if isinstance(args, dict) else {"_invalid": args})
 
 
 def render_tool_call(call: ToolCall) -> str:
@@ -114,13 +117,6 @@ def render_tool_call(call: ToolCall) -> str:
     assistant's turn, so native and JSON calls leave the same history (and servers without
     tool support accept it)."""
     return json.dumps({"tool": call.name, "args": call.args}, ensure_ascii=False)
-
-
-async def _calculator(args: Mapping[str, Any]) -> str:
-    expression = args.get("expression")
-    if not isinstance(expression, str):
-        raise ToolArgumentError('calculator takes {"expression": "<arithmetic>"}')
-    return format_number(evaluate(expression))
 
 
 def evaluate(expression: str) -> float:
@@ -140,19 +136,9 @@ async def _think(args: Mapping[str, Any]) -> str:
     return "noted"
 
 
-CALCULATOR = Tool(
-    "calculator",
-    'arithmetic on figures from the evidence; args {"expression": "(120 - 100) / 100"}',
-    _calculator,
-    object_schema({"expression": STRING}, ["expression"]),
-)
 THINK = Tool(
     "think",
     'a scratchpad step: plan or weigh the evidence; args {"thought": "..."}',
     _think,
     object_schema({"thought": STRING}, ["thought"]),
 )
-
-
-def default_registry() -> ToolRegistry:
-    return ToolRegistry([CALCULATOR, THINK])

@@ -1,0 +1,128 @@
+"""What the stages of a research run share: the components and event channel a run is given
+(``RunDeps``), the state the stages build up (``RunState``), and the run's limits and budget."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from deepsearcher.config import Settings
+from deepsearcher.errors import BudgetExceeded
+from deepsearcher.llm import ChatModel
+from deepsearcher.research.budget import CallGate
+from deepsearcher.research.events import ResearchEvent, ResearchNoteEvent
+from deepsearcher.research.models import (
+    Contradiction,
+    Evidence,
+    Finding,
+    Hypothesis,
+    Report,
+    ResearchRequest,
+    SectionResult,
+)
+from deepsearcher.retrieval import Retriever
+from deepsearcher.run_context import RunContext
+from deepsearcher.tools.web import WebSearchTool
+
+
+class Components(Protocol):
+    """What a run needs from the ``DeepSearcher`` facade (duck-typed: research sits below it)."""
+
+    settings: Settings
+
+    @property
+    def llm(self) -> ChatModel | None: ...
+
+    @property
+    def retriever(self) -> Retriever: ...
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A request's limits with the ``research.*`` settings filled in where it gave none."""
+
+    max_sections: int
+    max_revisions: int
+    max_concurrency: int
+    max_tool_steps: int
+    max_hypotheses: int
+
+
+def limits_for(settings: Settings, request: ResearchRequest) -> Limits:
+    r = settings.research
+
+    def given(value: int | None, default: int) -> int:
+        return default if value is None else value
+
+    return Limits(
+        max_sections=max(1, given(request.max_sections, r.max_sections)),
+        max_revisions=max(0, given(request.max_revisions, r.max_revisions)),
+        max_concurrency=max(1, given(request.max_concurrency, r.max_concurrency)),
+        max_tool_steps=max(0, given(request.max_tool_steps, r.max_tool_steps)),
+        max_hypotheses=max(0, given(request.max_hypotheses, r.max_hypotheses)),
+    )
+
+
+def budget_for(settings: Settings, request: ResearchRequest) -> RunContext:
+    """The run's one budget: the request's, else ``research.*``'s, else
+    ``research.budget_factor`` times one question's (``query.*``)."""
+    q, r = settings.query, settings.research
+    factor = r.budget_factor
+    seconds = request.timeout_s or r.timeout_s or q.timeout_s * factor
+    ctx = RunContext.create(settings, None, seconds, request.budget_name or "research time budget")
+    ctx.max_llm_calls = request.max_llm_calls or r.max_llm_calls or int(q.max_llm_calls * factor)
+    ctx.max_tokens = request.max_tokens or r.max_tokens or int(q.max_tokens * factor)
+    return ctx
+
+
+@dataclass(frozen=True)
+class RunDeps:
+    """What a run is given: its components, the request and where its events go."""
+
+    settings: Settings
+    llm: ChatModel
+    retriever: Retriever
+    request: ResearchRequest
+    emit: Callable[[ResearchEvent], None]
+    web: WebSearchTool | None = None
+
+
+@dataclass
+class RunState:
+    """What the stages build up: the budget, the evidence (passage key -> E-numbered
+    evidence), the merged findings and hypotheses, and the report being written."""
+
+    ctx: RunContext
+    limits: Limits
+    report: Report
+    evidence: dict[str, Evidence] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+    hypotheses: list[Hypothesis] = field(default_factory=list)  # the researchers', merged
+    results: list[SectionResult] = field(default_factory=list)
+    researchers_in_flight: int = 0
+    max_researchers_in_flight: int = 0
+    contradictions: list[Contradiction] = field(default_factory=list)  # told to the writer
+    researched_conflicts: set[frozenset[str]] = field(default_factory=set)
+    conflicts_in_draft: int = 0
+    gate: CallGate = field(default_factory=CallGate)  # the researchers' calls, for one alone
+
+    @classmethod
+    def start(cls, deps: RunDeps) -> RunState:
+        ctx = budget_for(deps.settings, deps.request)
+        ctx.llm = deps.llm
+        return cls(
+            ctx, limits_for(deps.settings, deps.request), Report(request=deps.request.request)
+        )
+
+
+def note(state: RunState, deps: RunDeps, message: str) -> None:
+    """A note in the report and an event for whoever watches the run."""
+    state.ctx.note(message)
+    deps.emit(ResearchNoteEvent(message=message))
+
+
+def spent(state: RunState, exc: Exception) -> None:
+    """A stage refused by the run's budget: the report says it was cut short."""
+    if isinstance(exc, BudgetExceeded):
+        state.ctx.cut_short = state.ctx.cut_short or exc.message
