@@ -16,7 +16,7 @@ import os
 import random
 import re
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, Protocol
 
@@ -24,7 +24,7 @@ import httpx
 import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
-from deepsearcher.config import LLMSettings
+from deepsearcher.config import LLMSettings, registry
 from deepsearcher.errors import LLMError, LLMUnavailableError
 from deepsearcher.retry_after import retry_after_s
 from deepsearcher.types import Usage
@@ -680,7 +680,8 @@ def _describe(exc: BaseException) -> str:
     return f"{exc.__class__.__name__}: {' '.join(str(exc).split())[:200]}"
 
 
-_PROVIDERS: dict[str, Callable[[LLMSettings], ChatModel]] = {"openai": OpenAIChatModel}
+# Registered in deepsearcher.config.registry, where the settings read the names too.
+_PROVIDERS: Mapping[str, Callable[[LLMSettings], ChatModel]] = registry.CHAT_MODELS
 
 
 def build_chat_model(settings: LLMSettings) -> ChatModel:
