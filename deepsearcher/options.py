@@ -1,19 +1,51 @@
 """``QueryOptions``: the per-question knobs, one frozen object shared by the library, the CLI,
 the HTTP server and the eval runner. ``None`` means "the configured value" (``query.*`` and
 ``web_search.enabled`` in Settings); an option an agent has no use for (``max_iter`` for the
-naive agent) is accepted and has no effect."""
+naive agent) is accepted and has no effect. A value out of range is refused here, when the
+object is made, so every front end (library, CLI, HTTP, MCP) reports it the same way."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
+from typing import TypeVar
 
+from deepsearcher.config import MAX_ITER_RANGE, RERANK_MODES, TOP_K_RANGE, registry
 from deepsearcher.errors import DeepSearcherError
 from deepsearcher.filters import Filter
+
+T = TypeVar("T")
+
+
+def or_configured(value: T | None, configured: T) -> T:
+    """The option when it was given, else the configured value (``None`` alone means unset)."""
+    return configured if value is None else value
 
 
 class UnknownOptionError(DeepSearcherError):
     default_hint = "check the option names"
+
+
+class InvalidOptionError(DeepSearcherError):
+    """A query option with a value outside what it accepts (``top_k=0``, an unknown agent)."""
+
+    default_hint = "leave the option unset to use the configured value"
+
+
+def _check_range(name: str, value: int | None, bounds: tuple[int, int]) -> None:
+    low, high = bounds
+    if value is not None and not low <= value <= high:
+        raise InvalidOptionError(
+            f"{name} must be from {low} to {high}, not {value}",
+            f"pass {name} from {low} to {high}, or leave it unset for query.{name}",
+        )
+
+
+def _check_choice(name: str, value: str | None, choices: Sequence[str], setting: str) -> None:
+    if value is not None and value not in choices:
+        raise InvalidOptionError(
+            f"unknown {name} {value!r}", f"use one of: {', '.join(choices)} (default: {setting})"
+        )
 
 
 @dataclass(frozen=True)
@@ -38,6 +70,7 @@ class QueryOptions:
     filter: Filter | None = None
 
     def __post_init__(self) -> None:
+        self._validate()
         if self.collections is not None:
             # A tuple keeps the object immutable and hashable whatever sequence was passed.
             object.__setattr__(self, "collections", tuple(self.collections) or None)
@@ -47,6 +80,17 @@ class QueryOptions:
             object.__setattr__(self, "filter", Filter.from_json(self.filter))
         elif self.filter is not None and not self.filter:
             object.__setattr__(self, "filter", None)
+
+    def _validate(self) -> None:
+        _check_range("top_k", self.top_k, TOP_K_RANGE)
+        _check_range("max_iter", self.max_iter, MAX_ITER_RANGE)
+        _check_choice("agent", self.agent, list(registry.AGENTS), "query.agent")
+        _check_choice("rerank", self.rerank, RERANK_MODES, "query.rerank")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise InvalidOptionError(
+                f"timeout_s must be above 0, not {self.timeout_s:g}",
+                "pass a number of seconds, or leave it unset for query.timeout_s",
+            )
 
     @classmethod
     def names(cls) -> list[str]:

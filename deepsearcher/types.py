@@ -274,6 +274,9 @@ class Answer:
     retrieved: list[Source] = field(default_factory=list)
     # Cited sentences whose passages do not hold their key terms.
     unsupported_citations: list[str] = field(default_factory=list)
+    # Set when the configured LLM refused the connection: what to tell the user (the answer
+    # then lists passages). Front ends read this, not the note's text; JSON has the note.
+    llm_unreachable: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -355,6 +358,12 @@ class NoteEvent(EventBase):
 
     type: Literal["note"] = field(default="note", init=False)
     message: str = ""
+    # The note says the LLM could not be reached (a front end that reports that once, as an
+    # error, leaves this note out of the progress it shows). Not part of the JSON form.
+    llm_unreachable: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "message": self.message}
 
 
 @dataclass
