@@ -10,7 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TypeVar
 
-from deepsearcher.config import MAX_ITER_RANGE, RERANK_MODES, TOP_K_RANGE, registry
+from pydantic import BaseModel, ValidationError
+
+from deepsearcher.config import QuerySettings
 from deepsearcher.errors import DeepSearcherError
 from deepsearcher.filters import Filter
 
@@ -32,20 +34,25 @@ class InvalidOptionError(DeepSearcherError):
     default_hint = "leave the option unset to use the configured value"
 
 
-def _check_range(name: str, value: int | None, bounds: tuple[int, int]) -> None:
-    low, high = bounds
-    if value is not None and not low <= value <= high:
-        raise InvalidOptionError(
-            f"{name} must be from {low} to {high}, not {value}",
-            f"pass {name} from {low} to {high}, or leave it unset for query.{name}",
-        )
-
-
-def _check_choice(name: str, value: str | None, choices: Sequence[str], setting: str) -> None:
-    if value is not None and value not in choices:
-        raise InvalidOptionError(
-            f"unknown {name} {value!r}", f"use one of: {', '.join(choices)} (default: {setting})"
-        )
+def check_as_settings(
+    section: type[BaseModel], section_name: str, values: Mapping[str, object]
+) -> None:
+    """Check per-run values against the settings of the same name in ``section``: a range or a
+    list of names is declared once, on the setting, and holds for the option that overrides
+    it. ``None`` values (unset) are not checked. Raises ``InvalidOptionError``."""
+    validator = section.__pydantic_validator__
+    for name, value in values.items():
+        if value is None:
+            continue
+        try:
+            validator.validate_assignment(section.model_construct(), name, value)
+        except ValidationError as exc:
+            # A registry's check raises ValueError; pydantic's "Value error, " says nothing.
+            msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            raise InvalidOptionError(
+                f"invalid option {name}={value!r}: {msg[:1].lower()}{msg[1:]}",
+                f"leave {name} unset to use {section_name}.{name}",
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -82,15 +89,8 @@ class QueryOptions:
             object.__setattr__(self, "filter", None)
 
     def _validate(self) -> None:
-        _check_range("top_k", self.top_k, TOP_K_RANGE)
-        _check_range("max_iter", self.max_iter, MAX_ITER_RANGE)
-        _check_choice("agent", self.agent, list(registry.AGENTS), "query.agent")
-        _check_choice("rerank", self.rerank, RERANK_MODES, "query.rerank")
-        if self.timeout_s is not None and not self.timeout_s > 0:
-            raise InvalidOptionError(
-                f"timeout_s must be above 0, not {self.timeout_s:g}",
-                "pass a number of seconds, or leave it unset for query.timeout_s",
-            )
+        names = ("agent", "top_k", "max_iter", "rerank", "timeout_s")
+        check_as_settings(QuerySettings, "query", {n: getattr(self, n) for n in names})
 
     @classmethod
     def names(cls) -> list[str]:

