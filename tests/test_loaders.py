@@ -787,4 +787,3 @@ def test_every_file_type_names_a_loader_that_loads() -> None:
     for file_type in FILE_TYPES:
         loader = LOADERS[file_type.name]()
         assert callable(getattr(loader, "load", None)), file_type
-
