@@ -26,7 +26,7 @@ from typing import Any
 from deepsearcher.config import Settings
 from deepsearcher.options import QueryOptions
 from deepsearcher.store import VectorStore
-from deepsearcher.types import EVIDENCE_NOTE, Answer, Source, Usage
+from deepsearcher.types import EVIDENCE_NOTE, Answer, Citation, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -116,8 +116,8 @@ def _encode(answer: Answer) -> str:
 
 def _decode(payload: str) -> Answer:
     d = json.loads(zlib.decompress(base64.b64decode(payload)))
-    d["sources"] = [Source(**s) for s in d["sources"]]
-    d["retrieved"] = [Source(**s) for s in d.get("retrieved", [])]
+    d["sources"] = [Citation(**s) for s in d["sources"]]
+    d["retrieved"] = [Citation(**s) for s in d.get("retrieved", [])]
     d["usage"] = Usage(**d["usage"])
     return Answer(**d)
 

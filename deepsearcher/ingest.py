@@ -16,13 +16,11 @@ writes check the lease first and manifest writes re-read it, so a loader that lo
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +39,9 @@ from deepsearcher.store import (
     VectorStore,
     check_compatible,
 )
-from deepsearcher.types import Chunk, LoadFailure, LoadReport
+from deepsearcher.types import Chunk, LoadFailure, LoadProgress, LoadReport, ProgressCallback
 from loaders import discover_files, parse_file
+from loaders.discovery import hash_file, modified_time
 
 logger = logging.getLogger(__name__)
 
@@ -50,49 +49,6 @@ logger = logging.getLogger(__name__)
 # inserts and progress keep flowing.
 _EMBED_BATCH = 256
 _MAX_BUFFERED = 4 * _EMBED_BATCH
-_HASH_BLOCK = 1 << 20
-
-
-@dataclass
-class LoadProgress:
-    """One step of a load, for progress displays. ``stage``: waiting (for another load of the
-    collection), discovered, hashed, parsed, failed, embedded, file_done, pruned."""
-
-    stage: str
-    path: str | None = None
-    count: int = 0
-    total: int = 0
-    message: str | None = None
-
-
-ProgressCallback = Callable[[LoadProgress], None]
-
-
-def hash_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(_HASH_BLOCK):
-            h.update(block)
-    return h.hexdigest()
-
-
-def modified_time(path: Path) -> str:
-    """The file's modification time as ISO text in UTC, which sorts as time does (filters
-    compare it as text)."""
-    mtime = path.stat().st_mtime
-    return datetime.fromtimestamp(mtime, UTC).isoformat(timespec="seconds")
-
-
-def collection_meta(settings: Settings, embedder_dim: int, description: str = "") -> CollectionMeta:
-    return CollectionMeta(
-        embedding_model=settings.embedding.model,
-        dimension=embedder_dim,
-        chunk_size=settings.chunking.chunk_size,
-        chunk_overlap=settings.chunking.chunk_overlap,
-        analyzer=settings.vector_store.analyzer,
-        description=description,
-        context_prefix=settings.chunking.context_prefix,
-    )
 
 
 @dataclass
@@ -200,31 +156,16 @@ class Ingestor:
         if existing_meta is not None and not rebuild:
             # Checked up front so even a load with nothing new refuses a mismatched collection.
             check_compatible(
-                collection, existing_meta, collection_meta(self.settings, existing_meta.dimension)
+                collection, existing_meta, CollectionMeta.of(self.settings, existing_meta.dimension)
             )
             records = await asyncio.to_thread(self.manifest.file_records, collection)
 
-        jobs: list[_FileJob] = []
-        for path in files:
-            source = str(path)
-            try:
-                digest = await asyncio.to_thread(hash_file, path)
-            except OSError as exc:
-                self._fail(report, source, f"unreadable: {exc.strerror or exc}")
-                continue
-            rec = records.get(source)
-            if rec is not None and rec.content_hash == digest and not force:
-                report.files_unchanged += 1
-                self._emit("hashed", path=source, message="unchanged")
-                continue
-            jobs.append(_FileJob(path, source, digest, changed=rec is not None))
-            self._emit("hashed", path=source)
-
+        jobs = await self._hash_jobs(files, records, report, force=force)
         embedder: Embedder | None = None
         if jobs or existing_meta is None or rebuild:
             # Only now is the model needed: an unchanged reload never loads it.
             embedder = await asyncio.to_thread(self._embedder_factory)
-            meta = collection_meta(self.settings, embedder.dimension, description or "")
+            meta = CollectionMeta.of(self.settings, embedder.dimension, description or "")
             if existing_meta is not None and not description:
                 meta.description = existing_meta.description
             # Creating a collection and its indexes takes Milvus Lite ~1.7 s; parsing and the
@@ -261,6 +202,28 @@ class Ingestor:
         report.seconds = time.perf_counter() - t0
         return report
 
+    async def _hash_jobs(
+        self, files: list[Path], records: dict[str, FileRecord], report: LoadReport, *, force: bool
+    ) -> list[_FileJob]:
+        """The files to load: those whose content hash differs from their record (all with
+        ``force``); the rest count as unchanged without being parsed."""
+        jobs: list[_FileJob] = []
+        for path in files:
+            source = str(path)
+            try:
+                digest = await asyncio.to_thread(hash_file, path)
+            except OSError as exc:
+                self._fail(report, source, f"unreadable: {exc.strerror or exc}")
+                continue
+            rec = records.get(source)
+            if rec is not None and rec.content_hash == digest and not force:
+                report.files_unchanged += 1
+                self._emit("hashed", path=source, message="unchanged")
+                continue
+            jobs.append(_FileJob(path, source, digest, changed=rec is not None))
+            self._emit("hashed", path=source)
+        return jobs
+
     def _fail(self, report: LoadReport, source: str, reason: str) -> None:
         report.files_failed += 1
         report.failures.append(LoadFailure(source, reason))
@@ -296,41 +259,44 @@ class Ingestor:
     ) -> None:
         """Parse, chunk and embed on Ray workers; store and record here, as the local pipeline
         does, so chunk ids and manifest semantics are the same."""
-        from deepsearcher.ingest_ray import FileTask, RayEngine  # lazy: ray only when chosen
+        from deepsearcher.ingest_ray import FileTask, embedded_batches  # lazy: ray when chosen
 
         tasks = [
             FileTask(str(j.path), j.source, j.content_hash, modified_time(j.path)) for j in jobs
         ]
         by_source = {j.source: j for j in jobs}
-        engine = await asyncio.to_thread(RayEngine, self.settings, tasks)
         workers: set[int] = set()
-        try:
-            await collection_ready
-            while (out := await asyncio.to_thread(engine.next_batch)) is not None:
-                workers |= out.workers
-                for source, reason in out.failures:
-                    self._fail(report, source, reason)
-                for source, n in out.chunk_counts.items():
-                    job = by_source[source]
-                    if not job.chunks:  # first sight of the file
-                        job.remaining = job.chunks = n
-                        self._emit("parsed", path=source, count=n)
-                if out.chunks:
-                    self._emit("embedded", count=len(out.chunks))
-                    self.check_lease()
-                    await asyncio.to_thread(
-                        self.store.upsert_chunks, collection, out.chunks, out.vectors
-                    )
-                    finished = _count_down(by_source, out.chunks)
-                    await self._finish_files(finished, collection, report)
-        finally:
-            await asyncio.to_thread(engine.close)
+        async for out in embedded_batches(self.settings, tasks, collection_ready):
+            workers |= out.workers
+            for source, reason in out.failures:
+                self._fail(report, source, reason)
+            for source, n in out.chunk_counts.items():
+                job = by_source[source]
+                if not job.chunks:  # first sight of the file
+                    job.remaining = job.chunks = n
+                    self._emit("parsed", path=source, count=n)
+            if out.chunks:
+                self._emit("embedded", count=len(out.chunks))
+                await self._store_batch(collection, out.chunks, out.vectors, by_source, report)
         logger.info(
             "ray: %d worker process(es) parsed and embedded %d file(s): pids %s",
             len(workers),
             len(jobs),
             sorted(workers),
         )
+
+    async def _store_batch(
+        self,
+        collection: str,
+        chunks: list[Chunk],
+        vectors: np.ndarray,
+        by_source: dict[str, _FileJob],
+        report: LoadReport,
+    ) -> None:
+        """Write embedded chunks (the lease still held), then finish the files they complete."""
+        self.check_lease()
+        await asyncio.to_thread(self.store.upsert_chunks, collection, chunks, vectors)
+        await self._finish_files(_count_down(by_source, chunks), collection, report)
 
     async def _finish_files(
         self, jobs: list[_FileJob], collection: str, report: LoadReport
@@ -502,13 +468,11 @@ class _Pipeline:
     async def write(self) -> None:
         """Insert embedded batches; files whose last chunk is in are finished and recorded."""
         await self.collection_ready
-        store = self.ingestor.store
         while (item := await self.insert_q.get()) is not None:
             batch, vectors = item
-            self.ingestor.check_lease()
-            await asyncio.to_thread(store.upsert_chunks, self.collection, batch, vectors)
-            finished = _count_down(self.by_source, batch)
-            await self.ingestor._finish_files(finished, self.collection, self.report)
+            await self.ingestor._store_batch(
+                self.collection, batch, vectors, self.by_source, self.report
+            )
 
 
 def _count_down(by_source: dict[str, _FileJob], batch: list[Chunk]) -> list[_FileJob]:

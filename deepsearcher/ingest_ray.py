@@ -15,11 +15,12 @@ Ray is imported here only, and this module only when the engine is chosen.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
 import pickle
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -295,3 +296,18 @@ class RayEngine:
         if self._owns_ray:
             self._owns_ray = False
             import_ray().shutdown()
+
+
+async def embedded_batches(
+    settings: Settings, tasks: list[FileTask], ready: Awaitable[None]
+) -> AsyncIterator[EmbeddedBatch]:
+    """The Ray job's output for the async driver. Ray starts while the store makes the
+    collection; the first batch waits for ``ready``, and Ray is shut down however the caller
+    stops reading."""
+    engine = await asyncio.to_thread(RayEngine, settings, tasks)
+    try:
+        await ready
+        while (out := await asyncio.to_thread(engine.next_batch)) is not None:
+            yield out
+    finally:
+        await asyncio.to_thread(engine.close)

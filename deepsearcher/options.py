@@ -1,19 +1,58 @@
 """``QueryOptions``: the per-question knobs, one frozen object shared by the library, the CLI,
 the HTTP server and the eval runner. ``None`` means "the configured value" (``query.*`` and
 ``web_search.enabled`` in Settings); an option an agent has no use for (``max_iter`` for the
-naive agent) is accepted and has no effect."""
+naive agent) is accepted and has no effect. A value out of range is refused here, when the
+object is made, so every front end (library, CLI, HTTP, MCP) reports it the same way."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
+from typing import TypeVar
 
+from pydantic import BaseModel, ValidationError
+
+from deepsearcher.config import QuerySettings
 from deepsearcher.errors import DeepSearcherError
 from deepsearcher.filters import Filter
+
+T = TypeVar("T")
+
+
+def or_configured(value: T | None, configured: T) -> T:
+    """The option when it was given, else the configured value (``None`` alone means unset)."""
+    return configured if value is None else value
 
 
 class UnknownOptionError(DeepSearcherError):
     default_hint = "check the option names"
+
+
+class InvalidOptionError(DeepSearcherError):
+    """A query option with a value outside what it accepts (``top_k=0``, an unknown agent)."""
+
+    default_hint = "leave the option unset to use the configured value"
+
+
+def check_as_settings(
+    section: type[BaseModel], section_name: str, values: Mapping[str, object]
+) -> None:
+    """Check per-run values against the settings of the same name in ``section``: a range or a
+    list of names is declared once, on the setting, and holds for the option that overrides
+    it. ``None`` values (unset) are not checked. Raises ``InvalidOptionError``."""
+    validator = section.__pydantic_validator__
+    for name, value in values.items():
+        if value is None:
+            continue
+        try:
+            validator.validate_assignment(section.model_construct(), name, value)
+        except ValidationError as exc:
+            # A registry's check raises ValueError; pydantic's "Value error, " says nothing.
+            msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            raise InvalidOptionError(
+                f"invalid option {name}={value!r}: {msg[:1].lower()}{msg[1:]}",
+                f"leave {name} unset to use {section_name}.{name}",
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -38,6 +77,7 @@ class QueryOptions:
     filter: Filter | None = None
 
     def __post_init__(self) -> None:
+        self._validate()
         if self.collections is not None:
             # A tuple keeps the object immutable and hashable whatever sequence was passed.
             object.__setattr__(self, "collections", tuple(self.collections) or None)
@@ -47,6 +87,10 @@ class QueryOptions:
             object.__setattr__(self, "filter", Filter.from_json(self.filter))
         elif self.filter is not None and not self.filter:
             object.__setattr__(self, "filter", None)
+
+    def _validate(self) -> None:
+        names = ("agent", "top_k", "max_iter", "rerank", "timeout_s")
+        check_as_settings(QuerySettings, "query", {n: getattr(self, n) for n in names})
 
     @classmethod
     def names(cls) -> list[str]:

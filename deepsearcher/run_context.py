@@ -16,7 +16,7 @@ from typing import TypeVar
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded
 from deepsearcher.llm import ChatModel, LLMUnreachableError
-from deepsearcher.types import NoteEvent, Usage
+from deepsearcher.types import Answer, DoneEvent, NoteEvent, Usage
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -97,11 +97,26 @@ class RunContext:
         logger.info("%s", message)
         return NoteEvent(message=message)
 
+    def unreachable_reason(self) -> str | None:
+        """What a user is told when the LLM refused the connection; None while it has not."""
+        if self.unreachable is None:
+            return None
+        return f"{self.unreachable.message}; showing the best passages only"
+
     def unreachable_note(self) -> NoteEvent:
         assert self.unreachable is not None
-        return self.note(
-            f"{LLM_UNREACHABLE}: {self.unreachable.message}; showing the best passages only"
-        )
+        event = self.note(f"{LLM_UNREACHABLE}: {self.unreachable_reason()}")
+        event.llm_unreachable = True
+        return event
+
+    def finish(self, answer: Answer) -> DoneEvent:
+        """The run's last event, with what the run used and how it degraded on ``answer``."""
+        answer.usage = self.usage
+        answer.cut_short = self.cut_short
+        answer.notes = self.notes
+        answer.seconds = self.elapsed()
+        answer.llm_unreachable = self.unreachable_reason()
+        return DoneEvent(answer=answer)
 
     async def llm_call(self, call: Callable[[], Awaitable[T]], *, budgeted: bool = True) -> T:
         """One LLM call of the run, within its budget and the time left: search-phase calls

@@ -22,7 +22,7 @@ from deepsearcher.config import Settings, load_settings
 from deepsearcher.embedding import Embedder, build_embedder
 from deepsearcher.errors import StoreError, WebSearchError, check_question_length
 from deepsearcher.ingest import Ingestor, LoadProgress, ProgressCallback, require_loaded
-from deepsearcher.options import QueryOptions
+from deepsearcher.options import QueryOptions, or_configured
 from deepsearcher.retrieval import Retriever
 from deepsearcher.store import CollectionInfo, VectorStore, build_store, validate_collection_name
 from deepsearcher.types import Answer, AnswerDeltaEvent, DoneEvent, Event, LoadReport, Usage
@@ -199,7 +199,7 @@ class DeepSearcher:
         from deepsearcher.agents import build_agent
 
         return build_agent(
-            options.agent or self.settings.query.agent,
+            or_configured(options.agent, self.settings.query.agent),
             self.settings,
             self.llm,
             self.retriever.within(options.allowed_collections).filtered(options.filter),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Literal
 
 # ---------------------------------------------------------------------------------------------
 # Ingestion
@@ -84,6 +85,21 @@ class Chunk:
 
 
 @dataclass
+class LoadProgress:
+    """One step of a load, for progress displays. ``stage``: waiting (for another load of the
+    collection), discovered, hashed, parsed, failed, embedded, file_done, pruned."""
+
+    stage: str
+    path: str | None = None
+    count: int = 0
+    total: int = 0
+    message: str | None = None
+
+
+ProgressCallback = Callable[[LoadProgress], None]
+
+
+@dataclass
 class LoadFailure:
     path: str
     reason: str
@@ -145,8 +161,35 @@ def source_label(
     return f"{source} p. {page}"
 
 
+@dataclass(kw_only=True)
+class Located:
+    """Where a passage sits: the provenance a retrieved passage (``Hit``) carries into the
+    citation that shows it (``Citation``), declared once. Keyword-only, so each record keeps its
+    own fields first in its constructor; the JSON forms stay flat."""
+
+    if TYPE_CHECKING:
+        source: str  # each record declares it: a file path (or the URL of a web result)
+
+    start: int | None = None  # character span in the document's text
+    end: int | None = None
+    page: int | None = None  # first page (slide) of the passage
+    page_end: int | None = None  # last page; equals ``page`` for a one-page passage
+    record_id: str | None = None  # the JSON record the passage comes from
+    kind: Literal["doc", "web"] = "doc"
+    title: str | None = None  # web results
+
+    @property
+    def label(self) -> str:
+        """The citation label: file and page range (web results: the URL)."""
+        return source_label(self.source, self.page, self.page_end, self.kind)
+
+    def location(self) -> dict[str, Any]:
+        """The provenance fields, to carry them to another record: ``Citation(..., **loc)``."""
+        return {f.name: getattr(self, f.name) for f in fields(Located)}
+
+
 @dataclass
-class Hit:
+class Hit(Located):
     """A retrieved chunk (or web result) with its score."""
 
     id: str
@@ -154,45 +197,21 @@ class Hit:
     source: str
     score: float
     collection: str
-    start: int | None = None
-    end: int | None = None
-    page: int | None = None  # first page (slide) of the chunk
     heading: str | None = None
     doc_id: str | None = None
-    kind: Literal["doc", "web"] = "doc"
-    title: str | None = None  # web results
-    page_end: int | None = None  # last page; equals ``page`` for a one-page chunk
-    record_id: str | None = None
-
-    @property
-    def label(self) -> str:
-        """The citation label: file and page range (web results: the URL)."""
-        return source_label(self.source, self.page, self.page_end, self.kind)
 
 
 @dataclass
-class Source:
+class Citation(Located):
     """A numbered citation in an answer."""
 
     n: int
     source: str
-    page: int | None
-    start: int | None
-    end: int | None
     text: str
     collection: str
-    kind: Literal["doc", "web"] = "doc"
-    title: str | None = None
-    page_end: int | None = None
-    record_id: str | None = None
     # The relevance judge kept this passage. False: no judge read it (naive RAG, no LLM) or it
     # was added unjudged or against a NO verdict to reach query.min_evidence.
     verified: bool = False
-
-    @property
-    def label(self) -> str:
-        """The citation label: file and page range (web results: the URL)."""
-        return source_label(self.source, self.page, self.page_end, self.kind)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -212,6 +231,11 @@ class Source:
             d["kind"] = "web"
             d["title"] = self.title
         return d
+
+
+# ``Source`` is the name the package exports for citations (research reports have a ``Source``
+# of their own, a numbered evidence id): the same class under both names.
+Source = Citation
 
 
 @dataclass
@@ -257,7 +281,7 @@ class Answer:
     question: str
     answer: str
     mode: Mode
-    sources: list[Source] = field(default_factory=list)
+    sources: list[Citation] = field(default_factory=list)
     sub_queries: list[str] = field(default_factory=list)
     iterations: int = 0
     usage: Usage = field(default_factory=Usage)
@@ -271,9 +295,12 @@ class Answer:
     cached: bool = False
     evidence: Evidence = "none"
     # Passages the answer was given but does not cite, apart from ``sources`` (what it cites).
-    retrieved: list[Source] = field(default_factory=list)
+    retrieved: list[Citation] = field(default_factory=list)
     # Cited sentences whose passages do not hold their key terms.
     unsupported_citations: list[str] = field(default_factory=list)
+    # Set when the configured LLM refused the connection: what to tell the user (the answer
+    # then lists passages). Front ends read this, not the note's text; JSON has the note.
+    llm_unreachable: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -355,6 +382,12 @@ class NoteEvent(EventBase):
 
     type: Literal["note"] = field(default="note", init=False)
     message: str = ""
+    # The note says the LLM could not be reached (a front end that reports that once, as an
+    # error, leaves this note out of the progress it shows). Not part of the JSON form.
+    llm_unreachable: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "message": self.message}
 
 
 @dataclass

@@ -13,19 +13,21 @@ from loaders.base import Loader
 from loaders.discovery import discover_files
 from loaders.email_loader import EmailLoader
 from loaders.json_loader import JsonLoader
+from loaders.parse import parse_file
 from loaders.pdf import PdfiumLoader
-from loaders.registry import LOADERS, parse_file
-from loaders.sniff import SUPPORTED_EXTENSIONS
+from loaders.registry import FILE_TYPES, LOADERS, SUPPORTED_EXTENSIONS, FileType
 from loaders.tables import CsvLoader
 from loaders.text import PlainTextLoader, decode_text
 from loaders.unstructured_loader import UnstructuredLoader
 from loaders.xlsx import XlsxLoader
 
 __all__ = [
+    "FILE_TYPES",
     "LOADERS",
     "SUPPORTED_EXTENSIONS",
     "CsvLoader",
     "EmailLoader",
+    "FileType",
     "JsonLoader",
     "Loader",
     "PdfiumLoader",

@@ -1,10 +1,13 @@
-"""Find the files to load under the paths a user gives."""
+"""Find the files to load under the paths a user gives, and the facts a load records about
+each (content hash, modification time)."""
 
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from deepsearcher.config import LoadingSettings
@@ -119,3 +122,22 @@ def _matches(patterns: Sequence[str], rel: str, name: str) -> bool:
 
 def _fail(failures: dict[str, LoadFailure], path: Path, reason: str) -> None:
     failures.setdefault(str(path), LoadFailure(path=str(path), reason=reason))
+
+
+_HASH_BLOCK = 1 << 20
+
+
+def hash_file(path: Path) -> str:
+    """SHA-256 of the file's bytes: a load skips a file whose hash its record already has."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while block := fh.read(_HASH_BLOCK):
+            h.update(block)
+    return h.hexdigest()
+
+
+def modified_time(path: Path) -> str:
+    """The file's modification time as ISO text in UTC, which sorts as time does (filters
+    compare it as text)."""
+    mtime = path.stat().st_mtime
+    return datetime.fromtimestamp(mtime, UTC).isoformat(timespec="seconds")

@@ -1,76 +1,77 @@
-"""File type -> loader, and ``parse_file``, the one entry point for parsing a file."""
+"""Every file type a load accepts: its extensions, its loader and how it is checked.
+
+A new format is one ``Loader`` class and one ``FileType`` row here; discovery, the file checks
+and ``parse_file`` all read this table. Loaders are named by import path and imported on the
+first file of their type: the loader modules themselves read this table (``loaders.sniff``), so
+importing them from here would be a cycle, and a load of text files never pays for PDFium or
+unstructured.
+"""
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
+from dataclasses import dataclass
 from types import MappingProxyType
 
-from deepsearcher.config import LoadingSettings
-from deepsearcher.errors import LoaderError
-from deepsearcher.types import Document
-from loaders.base import Loader, describe_exception
-from loaders.email_loader import EmailLoader
-from loaders.json_loader import JsonLoader
-from loaders.pdf import PdfiumLoader
-from loaders.sniff import check_file
-from loaders.tables import CsvLoader
-from loaders.text import PlainTextLoader
-from loaders.unstructured_loader import UnstructuredLoader
-from loaders.xlsx import XlsxLoader
+from deepsearcher.config import Registry
+from loaders.base import Loader
 
-logger = logging.getLogger(__name__)
 
-LOADERS: Mapping[str, Callable[[], Loader]] = MappingProxyType(
-    {
-        # Plain text skips unstructured: ~19 ms vs ~0.15 ms per small file (see loaders.text).
-        "txt": PlainTextLoader,
-        # unstructured's partition_pdf cannot be imported without unstructured_inference, and its
-        # pdfminer backend is 30x slower than PDFium (see loaders.pdf).
-        "pdf": PdfiumLoader,
-        "docx": UnstructuredLoader,
-        "pptx": UnstructuredLoader,
-        # Tables and e-mail lose header rows, cell formats and line breaks in unstructured.
-        "xlsx": XlsxLoader,
-        "csv": CsvLoader,
-        "html": UnstructuredLoader,
-        "md": UnstructuredLoader,
-        "eml": EmailLoader,
-        "json": JsonLoader,
-        "jsonl": JsonLoader,
-    }
+@dataclass(frozen=True)
+class FileType:
+    name: str  # Document.file_type
+    extensions: tuple[str, ...]  # lower case, with the dot
+    loader: str  # "module:Class" of the Loader
+    # A text format: a file that is plainly binary (NUL bytes, a PDF or zip header) is refused
+    # before parsing, with a reason instead of a parser's traceback.
+    text: bool = False
+    # An Office Open XML format: the zip part every valid file of the type holds.
+    zip_part: str | None = None
+
+
+FILE_TYPES: tuple[FileType, ...] = (
+    # Plain text skips unstructured: ~19 ms vs ~0.15 ms per small file (see loaders.text).
+    FileType("txt", (".txt",), "loaders.text:PlainTextLoader", text=True),
+    FileType(
+        "md", (".md", ".markdown"), "loaders.unstructured_loader:UnstructuredLoader", text=True
+    ),
+    FileType(
+        "html", (".html", ".htm"), "loaders.unstructured_loader:UnstructuredLoader", text=True
+    ),
+    # unstructured's partition_pdf cannot be imported without unstructured_inference, and its
+    # pdfminer backend is 30x slower than PDFium (see loaders.pdf).
+    FileType("pdf", (".pdf",), "loaders.pdf:PdfiumLoader"),
+    FileType(
+        "docx",
+        (".docx",),
+        "loaders.unstructured_loader:UnstructuredLoader",
+        zip_part="word/document.xml",
+    ),
+    FileType(
+        "pptx",
+        (".pptx",),
+        "loaders.unstructured_loader:UnstructuredLoader",
+        zip_part="ppt/presentation.xml",
+    ),
+    # Tables and e-mail lose header rows, cell formats and line breaks in unstructured.
+    FileType("xlsx", (".xlsx",), "loaders.xlsx:XlsxLoader", zip_part="xl/workbook.xml"),
+    FileType("csv", (".csv",), "loaders.tables:CsvLoader", text=True),
+    FileType("eml", (".eml",), "loaders.email_loader:EmailLoader", text=True),
+    FileType("json", (".json",), "loaders.json_loader:JsonLoader", text=True),
+    FileType("jsonl", (".jsonl",), "loaders.json_loader:JsonLoader", text=True),
+)
+
+LOADERS: Mapping[str, Callable[[], Loader]] = Registry(
+    "file type", {t.name: t.loader for t in FILE_TYPES}
 )
 """File type (``loaders.SUPPORTED_EXTENSIONS`` values) -> loader factory."""
 
+SUPPORTED_EXTENSIONS: Mapping[str, str] = MappingProxyType(
+    {ext: t.name for t in FILE_TYPES for ext in t.extensions}
+)
+"""Lower-case extension -> file type (``Document.file_type``)."""
 
-def parse_file(path: Path, settings: LoadingSettings) -> Document:
-    """Parse one file into a ``Document`` with non-empty text. Blocking: run it in a thread.
-
-    Raises ``LoaderError`` with a one-line reason for any file that cannot be loaded (unsupported,
-    empty, too large, corrupt, binary, no text); library exceptions are wrapped as
-    ``could not parse: <ExcClass>: <message>``. The message does not repeat the path.
-    """
-    path = Path(path).expanduser().resolve()
-    file_type = check_file(path, settings)
-    loader = LOADERS[file_type]()
-    started = time.perf_counter()
-    try:
-        doc = loader.load(path, settings)
-    except LoaderError:
-        raise
-    except MemoryError:
-        raise LoaderError("could not parse: out of memory", "raise loading.max_file_mb") from None
-    except Exception as exc:
-        logger.debug("parsing %s failed", path, exc_info=True)
-        raise LoaderError(f"could not parse: {describe_exception(exc)}") from exc
-    logger.debug(
-        "parsed %s (%s): %d elements, %d chars in %.3fs",
-        path,
-        file_type,
-        len(doc.elements),
-        len(doc.text),
-        time.perf_counter() - started,
-    )
-    return doc
+TEXT_TYPES = frozenset(t.name for t in FILE_TYPES if t.text)
+OFFICE_ZIP_PARTS: Mapping[str, str] = MappingProxyType(
+    {t.name: t.zip_part for t in FILE_TYPES if t.zip_part}
+)

@@ -7,41 +7,12 @@ header)") instead of whatever a parser deep inside a library would raise.
 from __future__ import annotations
 
 import zipfile
-from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType
 
 from deepsearcher.config import LoadingSettings
 from deepsearcher.errors import LoaderError
 from loaders.base import describe_exception
-
-SUPPORTED_EXTENSIONS: Mapping[str, str] = MappingProxyType(
-    {
-        ".txt": "txt",
-        ".md": "md",
-        ".markdown": "md",
-        ".html": "html",
-        ".htm": "html",
-        ".pdf": "pdf",
-        ".docx": "docx",
-        ".pptx": "pptx",
-        ".xlsx": "xlsx",
-        ".csv": "csv",
-        ".eml": "eml",
-        ".json": "json",
-        ".jsonl": "jsonl",
-    }
-)
-"""Lower-case extension -> file type (``Document.file_type``)."""
-
-TEXT_TYPES = frozenset({"txt", "md", "html", "csv", "eml", "json", "jsonl"})
-
-# The part every valid Office Open XML file of that type holds.
-_OFFICE_MAIN_PART = {
-    "docx": "word/document.xml",
-    "pptx": "ppt/presentation.xml",
-    "xlsx": "xl/workbook.xml",
-}
+from loaders.registry import OFFICE_ZIP_PARTS, SUPPORTED_EXTENSIONS, TEXT_TYPES
 
 _HEAD_BYTES = 8192
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
@@ -101,7 +72,7 @@ def check_file(path: Path, settings: LoadingSettings) -> str:
         # The spec allows junk before the header; readers accept it within the first 1 KB.
         if b"%PDF-" not in head[:1024]:
             raise LoaderError("not a PDF (bad header)")
-    elif file_type in _OFFICE_MAIN_PART:
+    elif file_type in OFFICE_ZIP_PARTS:
         _check_office_zip(path, file_type, head)
     elif file_type in TEXT_TYPES:
         check_text_head(head)
@@ -152,5 +123,5 @@ def _check_office_zip(path: Path, file_type: str, head: bytes) -> None:
         raise LoaderError(
             f"not a valid {label} file (corrupt zip: {describe_exception(exc)})"
         ) from exc
-    if _OFFICE_MAIN_PART[file_type] not in names:
-        raise LoaderError(f"not a valid {label} file (zip without {_OFFICE_MAIN_PART[file_type]})")
+    if OFFICE_ZIP_PARTS[file_type] not in names:
+        raise LoaderError(f"not a valid {label} file (zip without {OFFICE_ZIP_PARTS[file_type]})")

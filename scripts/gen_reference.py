@@ -29,7 +29,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from deepsearcher.cli import app  # noqa: E402
-from deepsearcher.config import ENV_PREFIX, Settings  # noqa: E402
+from deepsearcher.config import ENV_PREFIX, Registry, Settings  # noqa: E402
 
 CONFIGURATION_MD = REPO / "docs" / "reference" / "configuration.md"
 CLI_MD = REPO / "docs" / "reference" / "cli.md"
@@ -62,6 +62,15 @@ _BOUNDS = (
     (annotated_types.Le, "le", "≤"),
     (annotated_types.Lt, "lt", "<"),
 )
+
+
+def _field_type(field: FieldInfo) -> str:
+    """The type column; a provider setting lists its registry's names, as a Literal would."""
+    for meta in field.metadata:
+        registry = getattr(getattr(meta, "func", None), "__self__", None)
+        if isinstance(registry, Registry):
+            return " \\| ".join(f"`{json.dumps(name)}`" for name in registry)
+    return _type_name(field.annotation)
 
 
 def _range(field: FieldInfo) -> str:
@@ -103,7 +112,7 @@ def render_configuration() -> str:
             default = json.dumps(getattr(section, key), ensure_ascii=False)
             env = f"{ENV_PREFIX}{section_name.upper()}__{key.upper()}"
             out.append(
-                f"| `{section_name}.{key}` | {_type_name(field.annotation)} | `{_cell(default)}` "
+                f"| `{section_name}.{key}` | {_field_type(field)} | `{_cell(default)}` "
                 f"| {_range(field)} | `{env}` | {_cell(field.description or '')} |"
             )
         out.append("")

@@ -239,3 +239,28 @@ def test_misconfigured_web_search_is_a_note_not_a_failure(monkeypatch: pytest.Mo
     (note,) = [n for n in answer.notes if n.startswith("web search unavailable")]
     assert "DS_TEST_NO_SUCH_KEY is not set" in note
     assert answer.answer == "Kestrel Energy [1]." and answer.sources
+
+
+def test_a_citation_carries_the_hits_location_whole() -> None:
+    from deepsearcher.agents.base import hit_to_source
+    from deepsearcher.types import Citation, Hit, Located
+
+    hit = Hit(
+        "c1", "text", "/d/a.pdf", 0.5, "docs", start=3, end=9, page=2, page_end=3, record_id="r"
+    )
+    cited = hit_to_source(1, hit, verified=True)
+    assert isinstance(cited, Citation) and isinstance(cited, Located)
+    assert cited.location() == hit.location()
+    assert cited.label == hit.label == "/d/a.pdf p. 2–3"
+    assert cited.to_dict() == {
+        "n": 1,
+        "source": "/d/a.pdf",
+        "page": 2,
+        "page_end": 3,
+        "start": 3,
+        "end": 9,
+        "text": "text",
+        "collection": "docs",
+        "verified": True,
+        "record_id": "r",
+    }

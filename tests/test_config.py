@@ -156,3 +156,41 @@ def test_secret_values_are_never_echoed(caplog: pytest.LogCaptureFixture) -> Non
     said = [err.value.message, err.value.hint, err2.value.message, err2.value.hint]
     said += [r.getMessage() for r in caplog.records]
     assert len(said) == 5 and not any(secret in text for text in said)
+
+
+# -- the registries are the one list of provider names --------------------------------------
+
+
+def test_every_registered_name_resolves_to_its_factory() -> None:
+    from deepsearcher.config import registry
+
+    for reg in (
+        registry.EMBEDDERS,
+        registry.CHAT_MODELS,
+        registry.STORES,
+        registry.AGENTS,
+        registry.WEB_SEARCH_PROVIDERS,
+    ):
+        for name in reg:
+            assert callable(reg[name]), f"{reg.setting} {name}"
+
+
+def test_unregistered_provider_is_an_error_listing_the_registered_names() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(
+            environ={"DEEPSEARCHER_WEB_SEARCH__PROVIDER": "bing", "DEEPSEARCHER_CONFIG": ""}
+        )
+    assert err.value.message == (
+        "invalid setting 'web_search.provider' from environment variable "
+        "DEEPSEARCHER_WEB_SEARCH__PROVIDER: must be one of: tavily, searxng, duckduckgo"
+    )
+    assert "bing" not in err.value.message
+
+
+def test_a_registered_provider_is_accepted_without_touching_the_schema() -> None:
+    from deepsearcher.config import registry
+
+    extra = registry.Registry("web_search.provider", {"bing": "tests.test_config:Settings"})
+    assert extra.check("bing") == "bing"
+    with pytest.raises(ValueError, match="must be one of: bing"):
+        extra.check("tavily")

@@ -739,3 +739,29 @@ def test_an_answer_stream_the_server_aborts_is_written_again_without_streaming(
     assert any("broke off" in n and "written again" in n for n in answer.notes)
     answers = [r for r in llm_server.requests if task_of(r) == "answer"]
     assert [bool(r.get("stream")) for r in answers] == [True, False]
+
+
+@pytest.mark.parametrize("agent", ["deep", "naive"])
+def test_unreachable_llm_is_a_field_of_the_answer_not_only_a_note(
+    loaded: Settings, make_searcher: Any, agent: str
+) -> None:
+    s = loaded.model_copy(deep=True)
+    s.llm.base_url = f"http://127.0.0.1:{_refused_port()}/v1"  # nothing listens there
+    answer, events = _run(make_searcher(s), "Who is the office manager in Austin?", agent=agent)
+    assert answer.llm_unreachable == (
+        f"cannot connect to the LLM at {s.llm.base_url} (Connection refused); "
+        "showing the best passages only"
+    )
+    flagged = [e for e in events if e.type == "note" and e.llm_unreachable]
+    assert len(flagged) == 1
+    # The JSON forms are unchanged: the note's text says it there.
+    assert "llm_unreachable" not in answer.to_dict()
+    assert flagged[0].to_dict() == {"type": "note", "message": answer.notes[0]}
+
+
+def test_reachable_llm_leaves_the_field_unset(
+    loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
+) -> None:
+    ds = make_searcher(_with_llm(loaded, llm_server))
+    answer, _ = _run(ds, "How often do administrator passwords change?", agent="naive")
+    assert answer.mode == "naive" and answer.llm_unreachable is None

@@ -774,3 +774,16 @@ def test_unstructured_paths_work_offline(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "ok"
+
+
+# ---------------------------------------------------------------------------------------------
+# The file-type table: one row per format
+# ---------------------------------------------------------------------------------------------
+
+
+def test_every_file_type_names_a_loader_that_loads() -> None:
+    from loaders import FILE_TYPES, LOADERS
+
+    for file_type in FILE_TYPES:
+        loader = LOADERS[file_type.name]()
+        assert callable(getattr(loader, "load", None)), file_type

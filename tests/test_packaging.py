@@ -47,7 +47,10 @@ def test_loaders_import_without_the_pipeline_above_them() -> None:
         "import json, sys, loaders\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('deepsearcher.'))))\n"
     )
-    assert set(res) <= {"deepsearcher.config", "deepsearcher.errors", "deepsearcher.types"}
+    # The bottom layer only: the settings (schema, provider names, sources), errors and types.
+    bottom = {"deepsearcher.errors", "deepsearcher.types"}
+    bottom |= {f"deepsearcher.config{m}" for m in ("", ".registry", ".schema", ".sources")}
+    assert set(res) <= bottom
 
 
 def test_unknown_package_attribute_is_an_attribute_error() -> None:

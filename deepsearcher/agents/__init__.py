@@ -3,12 +3,12 @@ its components (settings, chat model, retriever, web tool) from whoever builds i
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Protocol
 
 from deepsearcher.agents.deep_search import DeepSearchAgent
 from deepsearcher.agents.naive_rag import NaiveRAGAgent
-from deepsearcher.config import Settings
+from deepsearcher.config import Settings, registry
 from deepsearcher.errors import ConfigError
 from deepsearcher.llm import ChatModel
 from deepsearcher.options import QueryOptions
@@ -28,13 +28,14 @@ class Agent(Protocol):
 AgentFactory = Callable[[Settings, "ChatModel | None", Retriever, "WebSearchTool | None"], Agent]
 
 
-def _naive(
+def build_naive(
     settings: Settings, llm: ChatModel | None, retriever: Retriever, web: WebSearchTool | None
 ) -> Agent:
     return NaiveRAGAgent(settings, llm, retriever)  # searches the private collections only
 
 
-AGENTS: dict[str, AgentFactory] = {"deep": DeepSearchAgent, "naive": _naive}
+# Registered in deepsearcher.config.registry, where the settings read the names too.
+AGENTS: Mapping[str, AgentFactory] = registry.AGENTS
 
 
 def build_agent(

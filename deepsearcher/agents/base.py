@@ -26,10 +26,10 @@ from deepsearcher.types import (
     EVIDENCE_NOTE,
     Answer,
     AnswerDeltaEvent,
+    Citation,
     Event,
     Hit,
     Mode,
-    Source,
 )
 
 logger = logging.getLogger(__name__)
@@ -101,20 +101,14 @@ async def _route(
     return chosen, events
 
 
-def hit_to_source(n: int, hit: Hit, verified: bool = False) -> Source:
-    return Source(
+def hit_to_source(n: int, hit: Hit, verified: bool = False) -> Citation:
+    return Citation(
         n=n,
         source=hit.source,
-        page=hit.page,
-        start=hit.start,
-        end=hit.end,
         text=hit.text,
         collection=hit.collection,
-        kind=hit.kind,
-        title=hit.title,
-        page_end=hit.page_end,
-        record_id=hit.record_id,
         verified=verified,
+        **hit.location(),
     )
 
 

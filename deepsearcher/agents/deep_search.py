@@ -36,14 +36,13 @@ from deepsearcher.agents.queries import QUERIES_SCHEMA, fallback_reformulations,
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.llm import ChatModel
-from deepsearcher.options import QueryOptions
+from deepsearcher.options import QueryOptions, or_configured
 from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
 from deepsearcher.tools.web import WebSearchTool
 from deepsearcher.types import (
     EVIDENCE_NOTE,
     Answer,
-    DoneEvent,
     Event,
     Hit,
     ReflectionEvent,
@@ -110,7 +109,7 @@ class DeepSearchAgent:
 
     async def run(self, question: str, options: QueryOptions) -> AsyncIterator[Event]:
         q = self.settings.query
-        top_k = options.top_k or q.top_k
+        top_k = or_configured(options.top_k, q.top_k)
         if self.llm is None:
             async for event in retrieval_only(
                 self.settings, self.retriever, question, options.collections, top_k
@@ -129,12 +128,11 @@ class DeepSearchAgent:
             ):
                 yield ev
             return
-        s = _Search(
-            question, new_answer(question, "deep"), names, top_k, options.rerank or q.rerank
-        )
+        rerank = or_configured(options.rerank, q.rerank)
+        s = _Search(question, new_answer(question, "deep"), names, top_k, rerank)
         subs = [standalone(sub, question) for sub in subs]
         s.pending = _dedupe(subs, s.seen)[: q.max_sub_queries]
-        max_iter = options.max_iter or q.max_iter
+        max_iter = or_configured(options.max_iter, q.max_iter)
         while s.pending and s.iteration < max_iter and not s.stopped:
             async for ev in self._search_round(ctx, s):
                 yield ev
@@ -363,11 +361,7 @@ class DeepSearchAgent:
             ctx, s.question, passages, answer, fallback=unjudged, verified=verified
         ):
             yield ev
-        answer.usage = ctx.usage
-        answer.cut_short = ctx.cut_short
-        answer.notes = ctx.notes
-        answer.seconds = ctx.elapsed()
-        yield DoneEvent(answer=answer)
+        yield ctx.finish(answer)
 
 
 def _answer_context(kept: Sequence[Hit], fused: Mapping[str, float], limit: int) -> list[Hit]:

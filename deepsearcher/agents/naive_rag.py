@@ -15,7 +15,7 @@ from deepsearcher.agents.base import (
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded
 from deepsearcher.llm import ChatModel
-from deepsearcher.options import QueryOptions
+from deepsearcher.options import QueryOptions, or_configured
 from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
 from deepsearcher.types import DoneEvent, Event, SearchEvent, SubQueriesEvent
@@ -56,6 +56,7 @@ async def retrieval_only(
     answer.usage = ctx.usage
     answer.notes = ctx.notes
     answer.seconds = ctx.elapsed()
+    answer.llm_unreachable = ctx.unreachable_reason()
     yield DoneEvent(answer=answer)
 
 
@@ -72,7 +73,7 @@ class NaiveRAGAgent:
 
     async def run(self, question: str, options: QueryOptions) -> AsyncIterator[Event]:
         settings = self.settings
-        top_k = options.top_k or settings.query.top_k
+        top_k = or_configured(options.top_k, settings.query.top_k)
         collections = options.collections
         if self.llm is None:
             async for event in retrieval_only(
@@ -98,8 +99,4 @@ class NaiveRAGAgent:
         answer.sub_queries = [question]
         answer.iterations = 1
         answer.chunks_retrieved = answer.chunks_kept = len(hits)
-        answer.usage = ctx.usage
-        answer.cut_short = ctx.cut_short
-        answer.notes = ctx.notes
-        answer.seconds = ctx.elapsed()
-        yield DoneEvent(answer=answer)
+        yield ctx.finish(answer)

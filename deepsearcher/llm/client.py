@@ -12,14 +12,14 @@ import asyncio
 import logging
 import os
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import openai
 from tenacity import AsyncRetrying
 
-from deepsearcher.config import LLMSettings
+from deepsearcher.config import LLMSettings, registry
 from deepsearcher.errors import LLMError, LLMUnavailableError
 from deepsearcher.llm.base import (
     ChatModel,
@@ -390,7 +390,8 @@ class OpenAIChatModel:
         return None
 
 
-_PROVIDERS: dict[str, Callable[[LLMSettings], ChatModel]] = {"openai": OpenAIChatModel}
+# Registered in deepsearcher.config.registry, where the settings read the names too.
+_PROVIDERS: Mapping[str, Callable[[LLMSettings], ChatModel]] = registry.CHAT_MODELS
 
 
 def build_chat_model(settings: LLMSettings) -> ChatModel:

@@ -7,10 +7,25 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from deepsearcher.config import ResearchSettings
+from deepsearcher.options import check_as_settings
 from deepsearcher.types import Usage, source_label
 
 HypothesisStatus = Literal["supported", "refuted", "open"]
 HYPOTHESIS_STATUSES: tuple[HypothesisStatus, ...] = ("supported", "refuted", "open")
+
+
+# The request's limits, each named as the research.* setting it overrides.
+_LIMITS = (
+    "max_sections",
+    "max_revisions",
+    "max_concurrency",
+    "max_llm_calls",
+    "max_tokens",
+    "timeout_s",
+    "max_tool_steps",
+    "max_hypotheses",
+)
 
 
 @dataclass(frozen=True)
@@ -36,6 +51,11 @@ class ResearchRequest:
     # (question, answer) of a clarification asked before this run (the server's chat model
     # asks in one turn and continues in the next): the brief is written with it, not asked.
     clarification: tuple[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        # Each limit is checked against the research.* setting it overrides, so a 0 or a
+        # negative is an error here rather than silently clamped or the default.
+        check_as_settings(ResearchSettings, "research", {n: getattr(self, n) for n in _LIMITS})
 
 
 @dataclass

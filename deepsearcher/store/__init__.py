@@ -10,9 +10,9 @@ both protocols of ``deepsearcher.store.base``, registered in ``STORES``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from deepsearcher.config import VectorStoreSettings
+from deepsearcher.config import VectorStoreSettings, registry
 from deepsearcher.errors import StoreError
 from deepsearcher.store._client import lock_holders
 from deepsearcher.store.base import (
@@ -53,7 +53,8 @@ __all__ = [
     "validate_collection_name",
 ]
 
-STORES: dict[str, Callable[[VectorStoreSettings], VectorStore]] = {"milvus": MilvusStore}
+# Registered in deepsearcher.config.registry, where the settings read the names too.
+STORES: Mapping[str, Callable[[VectorStoreSettings], VectorStore]] = registry.STORES
 
 
 def build_store(settings: VectorStoreSettings) -> VectorStore:

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from deepsearcher.config import Settings
 from deepsearcher.errors import IncompatibleCollectionError, StoreError
 from deepsearcher.filters import Filter
 from deepsearcher.types import Chunk, Hit
@@ -33,6 +34,19 @@ class CollectionMeta:
     description: str = ""
     # Collections made before the setting existed indexed the bare text: False.
     context_prefix: bool = False
+
+    @classmethod
+    def of(cls, settings: Settings, dimension: int, description: str = "") -> CollectionMeta:
+        """What a load with ``settings`` and an embedder of ``dimension`` builds."""
+        return cls(
+            embedding_model=settings.embedding.model,
+            dimension=dimension,
+            chunk_size=settings.chunking.chunk_size,
+            chunk_overlap=settings.chunking.chunk_overlap,
+            analyzer=settings.vector_store.analyzer,
+            description=description,
+            context_prefix=settings.chunking.context_prefix,
+        )
 
     def incompatibilities(self, other: CollectionMeta) -> list[str]:
         diffs = []

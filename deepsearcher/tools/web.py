@@ -11,14 +11,14 @@ import asyncio
 import hashlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urldefrag
 
 import httpx
 
-from deepsearcher.config import WebSearchSettings
+from deepsearcher.config import WebSearchSettings, registry
 from deepsearcher.errors import WebSearchError
 from deepsearcher.run_context import RunContext
 from deepsearcher.tools.fetch import (
@@ -206,11 +206,10 @@ class DuckDuckGoWebSearch:
         return _parse_results(data, "duckduckgo", snippet_key="body", url_key="href")[:max_results]
 
 
-WEB_SEARCH_PROVIDERS: dict[str, Callable[[WebSearchSettings], WebSearch]] = {
-    "tavily": TavilyWebSearch,
-    "searxng": SearxngWebSearch,
-    "duckduckgo": DuckDuckGoWebSearch,
-}
+# Registered in deepsearcher.config.registry, where the settings read the names too.
+WEB_SEARCH_PROVIDERS: Mapping[str, Callable[[WebSearchSettings], WebSearch]] = (
+    registry.WEB_SEARCH_PROVIDERS
+)
 
 
 def build_web_search(settings: WebSearchSettings) -> WebSearch:

