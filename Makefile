@@ -24,8 +24,11 @@ demo: install
 # The `slow` marker is applied in tests/conftest.py (browser, Ray, several processes, real
 # servers). `test` + `test-slow` together run every test once; `test-all` runs them in one go.
 PYTEST := $(VENV)/bin/pytest -q --durations=15
+# The fast lane runs on one worker per core (pytest-xdist, at most 4): its tests wait on
+# sockets, subprocesses and model loads as much as they compute. The slow lane stays in one
+# process: its multi-process and browser tests already use the cores.
 test: install
-	$(PYTEST) -m "not slow"
+	$(PYTEST) -m "not slow" -n auto --maxprocesses 4
 
 test-slow: install
 	$(PYTEST) -m slow
