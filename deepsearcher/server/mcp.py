@@ -25,8 +25,7 @@ from starlette.routing import BaseRoute
 from deepsearcher import errors
 from deepsearcher.config import Settings
 from deepsearcher.describe import describe_event
-from deepsearcher.filters import Filter
-from deepsearcher.options import QueryOptions
+from deepsearcher.options import QueryOptions, or_configured
 from deepsearcher.searcher import DeepSearcher, validate_collection_name
 from deepsearcher.server.access import FULL_ACCESS, Access, access_of
 from deepsearcher.server.errors import RequestError
@@ -150,17 +149,18 @@ def _add_search(mcp: MCPServer, svc: SearchService) -> None:
     searcher = svc.searcher
 
     async def passages(
-        access: Access, query: str, collections: list[str] | None, top_k: int | None, filter: Any
+        access: Access, query: str, options: QueryOptions
     ) -> tuple[list[Hit], list[str]]:
         errors.check_question_length(query, svc.server.max_question_chars, "query")
-        readable = await svc.readable(access, collections or [], check_named=False)
+        collections = list(options.collections or [])
+        readable = await svc.readable(access, collections, check_named=False)
         retriever = await asyncio.to_thread(lambda: searcher.retriever)
         if readable is not None:
             retriever = retriever.within(readable)
-        retriever = retriever.filtered(Filter.from_json(filter))
+        retriever = retriever.filtered(options.filter)
         infos = await retriever.available_collections()
-        names, notes = await retriever.searchable(collections, infos)
-        k = top_k or searcher.settings.query.top_k
+        names, notes = await retriever.searchable(collections or None, infos)
+        k = or_configured(options.top_k, searcher.settings.query.top_k)
         return (await retriever.search([query], names, k))[0][:k], notes
 
     @mcp.tool()
@@ -171,8 +171,7 @@ def _add_search(mcp: MCPServer, svc: SearchService) -> None:
             list[str] | None, Field(description="Search only these (default: all).")
         ] = None,
         top_k: Annotated[
-            int | None,
-            Field(description="Passages to return (default: query.top_k).", ge=1, le=100),
+            int | None, Field(description="Passages to return (default: query.top_k).")
         ] = None,
         filter: Annotated[Any, _FILTER_FIELD] = None,
     ) -> dict[str, Any]:
@@ -180,9 +179,9 @@ def _add_search(mcp: MCPServer, svc: SearchService) -> None:
         and a `uri` to read each again. Retrieval only: no LLM is called."""
         access = _access(ctx)
         with _tool_errors(_view(svc)):
-            hits, notes = await svc.within_deadline(
-                passages(access, query, collections, top_k, filter)
-            )
+            # The range of top_k is the setting's, checked here as for every front end.
+            options = QueryOptions(collections=collections, top_k=top_k, filter=filter)
+            hits, notes = await svc.within_deadline(passages(access, query, options))
         result: dict[str, Any] = {
             "query": query,
             "passages": [_passage(h, _shown(svc, h.source, h.collection)) for h in hits],
@@ -203,7 +202,7 @@ def _add_deep_search(mcp: MCPServer, svc: SearchService) -> None:
             list[str] | None, Field(description="Search only these (default: all, or routed).")
         ] = None,
         max_iter: Annotated[
-            int | None, Field(description="Search iterations (default: query.max_iter).", ge=1)
+            int | None, Field(description="Search iterations (default: query.max_iter).")
         ] = None,
         web: Annotated[
             bool | None, Field(description="Also search the web (default: web_search.enabled).")
