@@ -19,11 +19,11 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 from starlette.routing import BaseRoute
 
 from deepsearcher import errors
-from deepsearcher.config import Settings
+from deepsearcher.config import QuerySettings, Settings
 from deepsearcher.describe import describe_event
 from deepsearcher.options import QueryOptions, or_configured
 from deepsearcher.searcher import DeepSearcher, validate_collection_name
@@ -76,6 +76,15 @@ def _tool_errors(view: PublicView | None) -> Iterator[None]:
             message, hint = view.text(message), view.text(hint) if hint else hint
         # The SDK puts "Error executing tool <name>: " in front.
         raise ToolError(message + (f"\nhint: {hint}" if hint else "")) from None
+
+
+def _as_setting(name: str) -> WithJsonSchema:
+    """An optional option's schema with the range of ``query.<name>``, so a client sees the
+    limits; the values are checked by ``QueryOptions`` (one line naming the option), not by
+    this schema, so the range is still declared only on the setting."""
+    setting = QuerySettings.model_json_schema()["properties"][name]
+    bounds = {k: setting[k] for k in ("maximum", "minimum", "type") if k in setting}
+    return WithJsonSchema({"anyOf": [bounds, {"type": "null"}], "default": None})
 
 
 def _passage(hit: Hit, source: str) -> dict[str, Any]:
@@ -171,7 +180,9 @@ def _add_search(mcp: MCPServer, svc: SearchService) -> None:
             list[str] | None, Field(description="Search only these (default: all).")
         ] = None,
         top_k: Annotated[
-            int | None, Field(description="Passages to return (default: query.top_k).")
+            int | None,
+            _as_setting("top_k"),
+            Field(description="Passages to return (default: query.top_k)."),
         ] = None,
         filter: Annotated[Any, _FILTER_FIELD] = None,
     ) -> dict[str, Any]:
@@ -202,7 +213,9 @@ def _add_deep_search(mcp: MCPServer, svc: SearchService) -> None:
             list[str] | None, Field(description="Search only these (default: all, or routed).")
         ] = None,
         max_iter: Annotated[
-            int | None, Field(description="Search iterations (default: query.max_iter).")
+            int | None,
+            _as_setting("max_iter"),
+            Field(description="Search iterations (default: query.max_iter)."),
         ] = None,
         web: Annotated[
             bool | None, Field(description="Also search the web (default: web_search.enabled).")
