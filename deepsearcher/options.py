@@ -33,6 +33,16 @@ class InvalidOptionError(DeepSearcherError):
 
     default_hint = "leave the option unset to use the configured value"
 
+    def __init__(self, option: str, value: object, reason: str, hint: str | None = None) -> None:
+        super().__init__(f"invalid option {option}={value!r}: {reason}", hint)
+        # Apart, so a front end can word the error its own way and still name the option.
+        self.option = option
+        self.value = value
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[object, ...]:  # pickles (a worker process) with its fields
+        return type(self), (self.option, self.value, self.reason, self.hint)
+
 
 def check_as_settings(
     section: type[BaseModel], section_name: str, values: Mapping[str, object]
@@ -50,7 +60,9 @@ def check_as_settings(
             # A registry's check raises ValueError; pydantic's "Value error, " says nothing.
             msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
             raise InvalidOptionError(
-                f"invalid option {name}={value!r}: {msg[:1].lower()}{msg[1:]}",
+                name,
+                value,
+                f"{msg[:1].lower()}{msg[1:]}",
                 f"leave {name} unset to use {section_name}.{name}",
             ) from None
 

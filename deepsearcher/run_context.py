@@ -48,6 +48,9 @@ class RunContext:
     started: float = field(default_factory=time.perf_counter)
     in_flight: int = 0  # calls started but not yet counted in usage (concurrent verdicts)
     unreachable: LLMUnreachableError | None = None  # the first refused connection: no more calls
+    # The note saying why the answer step wrote no answer (it failed, had no time left, or the
+    # LLM is unreachable), so a caller that must react (research) reads a field, not the notes.
+    no_answer: str | None = None
 
     @classmethod
     def create(
@@ -103,9 +106,16 @@ class RunContext:
             return None
         return f"{self.unreachable.message}; showing the best passages only"
 
+    def no_answer_note(self, message: str) -> NoteEvent:
+        """The note of an answer step that wrote no answer (only passages); the first one is
+        kept as ``no_answer``."""
+        self.no_answer = self.no_answer or message
+        return self.note(message)
+
     def unreachable_note(self) -> NoteEvent:
         assert self.unreachable is not None
-        event = self.note(f"{LLM_UNREACHABLE}: {self.unreachable_reason()}")
+        # Once the LLM refused, no answer can be written, wherever the run noticed.
+        event = self.no_answer_note(f"{LLM_UNREACHABLE}: {self.unreachable_reason()}")
         event.llm_unreachable = True
         return event
 
@@ -116,6 +126,7 @@ class RunContext:
         answer.notes = self.notes
         answer.seconds = self.elapsed()
         answer.llm_unreachable = self.unreachable_reason()
+        answer.no_answer = self.no_answer
         return DoneEvent(answer=answer)
 
     async def llm_call(self, call: Callable[[], Awaitable[T]], *, budgeted: bool = True) -> T:

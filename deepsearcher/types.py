@@ -301,6 +301,9 @@ class Answer:
     # Set when the configured LLM refused the connection: what to tell the user (the answer
     # then lists passages). Front ends read this, not the note's text; JSON has the note.
     llm_unreachable: str | None = None
+    # Set when the answer step wrote no answer (failed, out of time, LLM unreachable): the
+    # note that says why; the answer then quotes passages. Not in JSON: the note is.
+    no_answer: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {

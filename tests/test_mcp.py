@@ -265,6 +265,39 @@ def test_http_mcp_without_keys_keeps_the_host_guard(serve: Serve) -> None:
     assert "Traceback" not in refused
 
 
+def test_http_tools_refuse_option_values_as_the_settings_do(
+    serve: Serve, llm_server: ScriptedLLMServer
+) -> None:
+    """The tools' top_k and max_iter have the query.* settings' ranges, shown in the tools'
+    schema and refused as one line naming the option with a hint, before any search or LLM
+    call."""
+    url = serve()
+
+    async def calls() -> list[Any]:
+        async with _http(url, None) as session:
+            tools = {t.name: t.input_schema for t in (await session.list_tools()).tools}
+            return [
+                tools["search"]["properties"]["top_k"]["anyOf"][0],
+                tools["deep_search"]["properties"]["max_iter"]["anyOf"][0],
+                _error(await session.call_tool("search", {"query": QUESTION, "top_k": 0})),
+                _error(await session.call_tool("search", {"query": QUESTION, "top_k": 101})),
+                _error(
+                    await session.call_tool("deep_search", {"question": QUESTION, "max_iter": 11})
+                ),
+            ]
+
+    top_k, max_iter, low, high, iterations = anyio.run(calls)
+    assert top_k == {"type": "integer", "minimum": 1, "maximum": 100}
+    assert max_iter == {"type": "integer", "minimum": 1, "maximum": 10}
+    assert "invalid option top_k=0: input should be greater than or equal to 1" in low
+    assert "invalid option top_k=101: input should be less than or equal to 100" in high
+    assert "invalid option max_iter=11: input should be less than or equal to 10" in iterations
+    for refused in (low, high, iterations):
+        message, hint = refused.split("\nhint: ")
+        assert "\n" not in message and hint.startswith("leave ")
+    assert llm_server.requests == []
+
+
 def test_http_deep_search_shares_the_server_search_slots(
     serve: Serve, llm_server: ScriptedLLMServer
 ) -> None:

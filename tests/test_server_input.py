@@ -32,6 +32,37 @@ def _bad_request(resp: httpx.Response) -> dict[str, str]:
     return body
 
 
+def test_option_ranges_are_the_settings_on_every_route(
+    serve: Serve, llm_server: ScriptedLLMServer
+) -> None:
+    """The routes refuse a value out of the setting's range (or an unknown agent) with one
+    line naming the field and a hint, before any search: the research model's chat and
+    /v1/research too, whose ranges are research.*'s."""
+    url = serve()
+    cases = [
+        ("/v1/query", {"question": QUESTION, "top_k": 0}, "top_k", "query.top_k"),
+        ("/v1/query", {"question": QUESTION, "agent": "deeper"}, "agent", "deep, naive"),
+        (
+            "/v1/chat/completions",
+            {"model": "deepsearcher-research", "max_iter": 11, "messages": [
+                {"role": "user", "content": QUESTION}
+            ]},
+            "max_iter",
+            "less than or equal to 10",
+        ),
+        ("/v1/research", {"request": QUESTION, "max_sections": 13}, "max_sections", "12"),
+        ("/v1/research", {"request": QUESTION, "max_llm_calls": 4}, "max_llm_calls", "5"),
+    ]  # fmt: skip
+    with httpx.Client(base_url=url, timeout=30) as http:
+        for path, body, field, said in cases:
+            error = _bad_request(http.post(path, json=body))
+            message = error["message"]
+            assert message.startswith(f"invalid request: {field}: "), message
+            assert said in message + error["hint"] and "\n" not in message
+            assert error["hint"].startswith(f"leave {field} unset")
+    assert llm_server.requests == []
+
+
 def test_malformed_bodies_are_400s(serve: Serve, root: Path, llm_server: ScriptedLLMServer) -> None:
     url = serve(load_root=str(root), max_question_chars=200)
     with httpx.Client(base_url=url, timeout=30) as http:

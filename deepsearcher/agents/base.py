@@ -176,7 +176,7 @@ async def _write_answer(
         return
     if ctx.remaining_s() <= 0:
         ctx.cut_short = ctx.cut_short or ctx.time_reason()
-        yield ctx.note(f"no time left to write the answer: {ctx.time_reason()}")
+        yield ctx.no_answer_note(f"no time left to write the answer: {ctx.time_reason()}")
         _answer_from_evidence(answer, evidence, ctx.time_reason(), verified)
         return
     cut = prompts.CUT_SHORT_NOTE.format(reason=ctx.cut_short) if ctx.cut_short else ""
@@ -221,7 +221,7 @@ async def _write_answer(
             )
             return
         # Visible degradation: say the LLM failed and hand over the evidence found so far.
-        yield ctx.note(f"answer step failed: {exc.message}")
+        yield ctx.no_answer_note(f"answer step failed: {exc.message}")
         _answer_from_evidence(
             answer, evidence, f"the LLM failed while answering ({exc.message})", verified
         )

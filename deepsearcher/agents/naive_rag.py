@@ -57,6 +57,7 @@ async def retrieval_only(
     answer.notes = ctx.notes
     answer.seconds = ctx.elapsed()
     answer.llm_unreachable = ctx.unreachable_reason()
+    answer.no_answer = ctx.no_answer
     yield DoneEvent(answer=answer)
 
 

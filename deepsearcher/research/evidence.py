@@ -79,7 +79,17 @@ def passage_evidence(
 ) -> Evidence:
     """Evidence keyed by the passage (the same passage from two researchers is one item)."""
     key = "|".join(str(v) for v in (collection, source, start, end, digest(text)))
-    return Evidence(key, text, source, page, page_end, start, end, collection, kind)
+    return Evidence(
+        key,
+        text,
+        source,
+        collection,
+        start=start,
+        end=end,
+        page=page,
+        page_end=page_end,
+        kind=kind,
+    )
 
 
 def evidence_of(passage: Hit | Source) -> Evidence:

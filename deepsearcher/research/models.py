@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from deepsearcher.config import ResearchSettings
 from deepsearcher.options import check_as_settings
-from deepsearcher.types import Usage, source_label
+from deepsearcher.types import Located, Usage
 
 HypothesisStatus = Literal["supported", "refuted", "open"]
 HYPOTHESIS_STATUSES: tuple[HypothesisStatus, ...] = ("supported", "refuted", "open")
@@ -86,23 +86,30 @@ class Plan:
 
 
 @dataclass
-class Evidence:
+class Evidence(Located):
     """A passage a researcher relied on. ``id`` (E1, E2...) is what prompts carry; the report
-    maps it back to the file, page range, span or URL."""
+    maps it back to the file, page range, span or URL (``Located``)."""
 
     id: str
     text: str
     source: str
-    page: int | None = None
-    page_end: int | None = None
-    start: int | None = None
-    end: int | None = None
     collection: str | None = None
-    kind: Literal["doc", "web"] = "doc"
 
-    @property
-    def label(self) -> str:
-        return source_label(self.source, self.page, self.page_end, self.kind)
+    def to_dict(self) -> dict[str, Any]:
+        """The report's JSON form: the provenance a report has always carried (a passage's
+        record id and a web title are not part of it), and the label."""
+        return {
+            "id": self.id,
+            "text": self.text,
+            "source": self.source,
+            "page": self.page,
+            "page_end": self.page_end,
+            "start": self.start,
+            "end": self.end,
+            "collection": self.collection,
+            "kind": self.kind,
+            "label": self.label,
+        }
 
 
 @dataclass
@@ -222,7 +229,7 @@ class Report:
         # A source is its number and evidence id (and label, for display); the passage's
         # fields appear once, under "evidence", where every evidence id resolves.
         d["sources"] = [s.to_dict() for s in self.sources]
-        d["evidence"] = [{**asdict(e), "label": e.label} for e in self.evidence]
+        d["evidence"] = [e.to_dict() for e in self.evidence]
         d["usage"] = self.usage.to_dict()
         d["seconds"] = round(self.seconds, 3)
         return d

@@ -32,9 +32,6 @@ from deepsearcher.types import Answer, Hit, Source
 
 __all__ = ["ResearcherDeps", "parse_verdict", "research_section"]
 
-# Notes of a researcher whose answer step produced no generated answer (only passages).
-_NO_ANSWER_NOTES = ("answer step failed", "no time left to write the answer", "LLM unreachable")
-
 
 async def research_section(deps: ResearcherDeps, subtask: Subtask, budget: int) -> SectionResult:
     """The section researched: findings and hypotheses with the passages they cite (keyed by
@@ -47,7 +44,7 @@ async def research_section(deps: ResearcherDeps, subtask: Subtask, budget: int) 
     result = SectionResult(ws.subtask, budget=ws.budget, calls=answer.usage.llm_calls)
     result.cut_short = answer.cut_short
     ws.left = ws.budget - answer.usage.llm_calls
-    failed = next((n for n in answer.notes if n.startswith(_NO_ANSWER_NOTES)), None)
+    failed = answer.no_answer
     if (
         answer.mode == "retrieval-only"
         or (failed and not answer.sources)
@@ -110,7 +107,7 @@ async def _answer_again(ws: Workspace, first: Answer, failed: str) -> tuple[Answ
             async for _ in write_answer(ctx, ws.subtask.question, hits, answer):
                 pass
         ws.calls += 1
-        again = next((n for n in ctx.notes if n.startswith(_NO_ANSWER_NOTES)), None)
+        again = ctx.no_answer
         if again is None and answer.answer:
             return answer, f"the first answer failed ({failed}); written again"
         failed = again or failed

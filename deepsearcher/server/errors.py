@@ -20,6 +20,7 @@ from starlette.types import Send
 
 from deepsearcher import errors
 from deepsearcher.filters import FilterError
+from deepsearcher.options import InvalidOptionError, UnknownOptionError
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +84,12 @@ async def send_error(send: Send, exc: RequestError) -> None:
     await send({"type": "http.response.body", "body": data})
 
 
+def invalid_option(exc: InvalidOptionError) -> RequestError:
+    """A request option the library refuses (its range and names are the setting's), worded
+    as every other invalid field of a request body: ``invalid request: <field>: <why>``."""
+    return RequestError(400, f"invalid request: {exc.option}: {exc.reason}", hint=exc.hint)
+
+
 # Most specific first: status, OpenAI error type, code.
 _ERROR_STATUS: list[tuple[type[errors.DeepSearcherError], int, str, str]] = [
     (errors.CollectionNotFoundError, 404, "not_found_error", "collection_not_found"),
@@ -92,6 +99,7 @@ _ERROR_STATUS: list[tuple[type[errors.DeepSearcherError], int, str, str]] = [
     (errors.LoadLeaseLostError, 503, "server_error", "load_lease_lost"),
     (errors.ConfigError, 400, "invalid_request_error", "invalid_setting"),
     (FilterError, 400, "invalid_request_error", "invalid_filter"),
+    (UnknownOptionError, 400, "invalid_request_error", "unknown_option"),
     (errors.QuestionTooLongError, 400, "invalid_request_error", "question_too_long"),
     (errors.LoaderError, 400, "invalid_request_error", "unloadable_file"),
     (errors.BudgetExceeded, 504, "server_error", "budget_exceeded"),
@@ -105,6 +113,8 @@ def error_response(exc: Exception, public: Callable[[str], str] = str) -> JSONRe
     """Any exception as an OpenAI-shaped error; only non-DeepSearcher errors are 500s.
     ``public`` strips what a client must not see (internal URLs, server paths) from the texts
     of errors raised below the server."""
+    if isinstance(exc, InvalidOptionError):
+        exc = invalid_option(exc)
     if isinstance(exc, RequestError):
         return JSONResponse(exc.body(), exc.status, headers=exc.headers)
     if isinstance(exc, errors.DeepSearcherError):

@@ -19,14 +19,13 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 from starlette.routing import BaseRoute
 
 from deepsearcher import errors
-from deepsearcher.config import Settings
+from deepsearcher.config import QuerySettings, Settings
 from deepsearcher.describe import describe_event
-from deepsearcher.filters import Filter
-from deepsearcher.options import QueryOptions
+from deepsearcher.options import QueryOptions, or_configured
 from deepsearcher.searcher import DeepSearcher, validate_collection_name
 from deepsearcher.server.access import FULL_ACCESS, Access, access_of
 from deepsearcher.server.errors import RequestError
@@ -77,6 +76,15 @@ def _tool_errors(view: PublicView | None) -> Iterator[None]:
             message, hint = view.text(message), view.text(hint) if hint else hint
         # The SDK puts "Error executing tool <name>: " in front.
         raise ToolError(message + (f"\nhint: {hint}" if hint else "")) from None
+
+
+def _as_setting(name: str) -> WithJsonSchema:
+    """An optional option's schema with the range of ``query.<name>``, so a client sees the
+    limits; the values are checked by ``QueryOptions`` (one line naming the option), not by
+    this schema, so the range is still declared only on the setting."""
+    setting = QuerySettings.model_json_schema()["properties"][name]
+    bounds = {k: setting[k] for k in ("maximum", "minimum", "type") if k in setting}
+    return WithJsonSchema({"anyOf": [bounds, {"type": "null"}], "default": None})
 
 
 def _passage(hit: Hit, source: str) -> dict[str, Any]:
@@ -150,17 +158,18 @@ def _add_search(mcp: MCPServer, svc: SearchService) -> None:
     searcher = svc.searcher
 
     async def passages(
-        access: Access, query: str, collections: list[str] | None, top_k: int | None, filter: Any
+        access: Access, query: str, options: QueryOptions
     ) -> tuple[list[Hit], list[str]]:
         errors.check_question_length(query, svc.server.max_question_chars, "query")
-        readable = await svc.readable(access, collections or [], check_named=False)
+        collections = list(options.collections or [])
+        readable = await svc.readable(access, collections, check_named=False)
         retriever = await asyncio.to_thread(lambda: searcher.retriever)
         if readable is not None:
             retriever = retriever.within(readable)
-        retriever = retriever.filtered(Filter.from_json(filter))
+        retriever = retriever.filtered(options.filter)
         infos = await retriever.available_collections()
-        names, notes = await retriever.searchable(collections, infos)
-        k = top_k or searcher.settings.query.top_k
+        names, notes = await retriever.searchable(collections or None, infos)
+        k = or_configured(options.top_k, searcher.settings.query.top_k)
         return (await retriever.search([query], names, k))[0][:k], notes
 
     @mcp.tool()
@@ -172,7 +181,8 @@ def _add_search(mcp: MCPServer, svc: SearchService) -> None:
         ] = None,
         top_k: Annotated[
             int | None,
-            Field(description="Passages to return (default: query.top_k).", ge=1, le=100),
+            _as_setting("top_k"),
+            Field(description="Passages to return (default: query.top_k)."),
         ] = None,
         filter: Annotated[Any, _FILTER_FIELD] = None,
     ) -> dict[str, Any]:
@@ -180,9 +190,9 @@ def _add_search(mcp: MCPServer, svc: SearchService) -> None:
         and a `uri` to read each again. Retrieval only: no LLM is called."""
         access = _access(ctx)
         with _tool_errors(_view(svc)):
-            hits, notes = await svc.within_deadline(
-                passages(access, query, collections, top_k, filter)
-            )
+            # The range of top_k is the setting's, checked here as for every front end.
+            options = QueryOptions(collections=collections, top_k=top_k, filter=filter)
+            hits, notes = await svc.within_deadline(passages(access, query, options))
         result: dict[str, Any] = {
             "query": query,
             "passages": [_passage(h, _shown(svc, h.source, h.collection)) for h in hits],
@@ -203,7 +213,9 @@ def _add_deep_search(mcp: MCPServer, svc: SearchService) -> None:
             list[str] | None, Field(description="Search only these (default: all, or routed).")
         ] = None,
         max_iter: Annotated[
-            int | None, Field(description="Search iterations (default: query.max_iter).", ge=1)
+            int | None,
+            _as_setting("max_iter"),
+            Field(description="Search iterations (default: query.max_iter)."),
         ] = None,
         web: Annotated[
             bool | None, Field(description="Also search the web (default: web_search.enabled).")

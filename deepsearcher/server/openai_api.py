@@ -8,9 +8,16 @@ import re
 import time
 import uuid
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from deepsearcher.errors import check_question_length
 from deepsearcher.filters import Filter
@@ -28,19 +35,30 @@ SOURCES_HEADING = "\n\nSources:\n"
 
 
 class SearchOptions(BaseModel):
-    agent: Literal["deep", "naive"] | None = None
-    max_iter: int | None = Field(None, ge=1, le=10)
-    top_k: int | None = Field(None, ge=1, le=100)
+    # Types only: the agent names and the ranges are QueryOptions' (the settings'), refused
+    # when the options are made, as a 400 naming the field (server/errors.py).
+    agent: str | None = None
+    max_iter: int | None = None
+    top_k: int | None = None
     cache: bool = True  # false: search afresh even when the answer is cached
     # Metadata filter: a list of "KEY OP VALUE" strings or an object (deepsearcher.filters).
     # Any JSON here: Filter.from_json refuses another shape as invalid_filter with the forms
     # it accepts, where a typed field would give a bare validation error.
     filter: Any = None
 
+    @model_validator(mode="after")
+    def _check_options(self) -> SearchOptions:
+        # Refused when the body is read, whichever route it goes to (the research model's
+        # chat ignores them, but a bad value is still a mistake). InvalidOptionError is not
+        # a ValueError, so pydantic lets it through to the server's error handler.
+        QueryOptions(agent=self.agent, top_k=self.top_k, max_iter=self.max_iter)
+        return self
+
     def query_options(self, collections: Sequence[str] | None = None) -> QueryOptions:
         """The search options set in the request, over ``collections`` (None: all, or
-        routed); a bad filter raises ``FilterError`` (400). ``cache`` is not one of them: the
-        service reads it from the request."""
+        routed); a bad filter raises ``FilterError``, a value out of range or an unknown agent
+        ``InvalidOptionError`` (both 400). ``cache`` is not one of them: the service reads it
+        from the request."""
         return QueryOptions(
             agent=self.agent,
             collections=collections,

@@ -18,7 +18,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from deepsearcher import errors
 from deepsearcher.describe import describe_event
@@ -50,9 +50,10 @@ class ResearchBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     request: str = Field(min_length=1)
     collections: list[str] | None = None
-    max_sections: int | None = Field(None, ge=1, le=12)
-    max_revisions: int | None = Field(None, ge=0, le=5)
-    max_llm_calls: int | None = Field(None, ge=5)
+    # Types only: the ranges are ResearchRequest's (the research.* settings').
+    max_sections: int | None = None
+    max_revisions: int | None = None
+    max_llm_calls: int | None = None
     web: bool | None = None
     figures: bool = False
     # true: stop at the brief's clarifying question and return it (unless research.clarify is
@@ -63,6 +64,19 @@ class ResearchBody(BaseModel):
     # The question "clarification" answers, as returned: the brief is then written with both
     # in one call. Without it the reply answers whatever question the brief asks.
     question: str | None = None
+
+    @model_validator(mode="after")
+    def _check_limits(self) -> ResearchBody:
+        # Refused when the body is read, before access or the queue: InvalidOptionError is
+        # not a ValueError, so pydantic lets it through to the server's error handler (a 400
+        # naming the field).
+        ResearchRequest(
+            self.request,
+            max_sections=self.max_sections,
+            max_revisions=self.max_revisions,
+            max_llm_calls=self.max_llm_calls,
+        )
+        return self
 
 
 class NeedsClarification(Exception):
