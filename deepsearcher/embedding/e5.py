@@ -85,14 +85,8 @@ class _CEngine:
 
 class _TorchEngine:
     def __init__(self, model_path: Path, *, bf16: bool, batch_size: int) -> None:
-        from deepsearcher.embedding.e5_torch import (
-            E5File,
-            E5Tokenizer,
-            TorchE5Encoder,
-            return_freed_blocks,
-        )
+        from deepsearcher.embedding.e5_torch import E5File, E5Tokenizer, TorchE5Encoder
 
-        return_freed_blocks()
         model_file = E5File(model_path)
         self._tokenizer = E5Tokenizer(model_file)
         self._encoder = TorchE5Encoder(model_file, bf16=bf16, batch_size=batch_size)
