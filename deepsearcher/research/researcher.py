@@ -142,11 +142,5 @@ def _hit_of(source: Source) -> Hit:
         source=source.source,
         score=0.0,
         collection=source.collection,
-        start=source.start,
-        end=source.end,
-        page=source.page,
-        kind=source.kind,
-        title=source.title,
-        page_end=source.page_end,
-        record_id=source.record_id,
+        **source.location(),
     )
