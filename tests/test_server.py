@@ -254,6 +254,24 @@ def test_api_keys(serve: Serve) -> None:
     assert "45 euros" in resp.choices[0].message.content
 
 
+def test_a_repeated_authorization_header_is_refused(serve: Serve) -> None:
+    """RFC 9110 allows one Authorization header: a proxy that checked or logged the first must
+    not be bypassed by a second that the server would have read instead."""
+    url = serve(api_keys=["key-one"])
+    for pair in (["Bearer wrong", "Bearer key-one"], ["Bearer key-one", "Bearer wrong"]):
+        headers = [("Authorization", value) for value in pair]
+        resp = httpx.get(f"{url}/v1/models", headers=headers)
+        assert resp.status_code == 400, (pair, resp.text)
+        error = resp.json()["error"]
+        assert error["code"] == "repeated_header" and "Authorization" in error["message"]
+        assert "send one Authorization header" in error["hint"]
+    twice_origin = [("Origin", f"{url}"), ("Origin", "http://evil.example")]
+    resp = httpx.get(f"{url}/healthz", headers=twice_origin)
+    assert resp.status_code == 400 and "Origin header" in resp.json()["error"]["message"]
+    ok = httpx.get(f"{url}/v1/models", headers={"Authorization": "Bearer key-one"})
+    assert ok.status_code == 200
+
+
 def test_non_loopback_bind_without_keys_refuses(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -92,6 +92,28 @@ class APIKeyMiddleware:
         await send_error(send, refusal)
 
 
+# Headers the checks here and the API key read: with two of one, a proxy that checked or
+# logged the first would be bypassed by the second (a dict keeps the last).
+_SINGLETONS = {
+    b"authorization": "Authorization",
+    b"host": "Host",
+    b"origin": "Origin",
+    b"content-type": "Content-Type",
+}
+
+
+def _repeated_singleton(headers: Iterable[tuple[bytes, bytes]]) -> str | None:
+    """The name of a header that must appear once but appears more often, if any."""
+    seen: set[bytes] = set()
+    for name, _ in headers:
+        key = name.lower()
+        if key in _SINGLETONS:
+            if key in seen:
+                return _SINGLETONS[key]
+            seen.add(key)
+    return None
+
+
 def _host_name(host_header: str) -> str:
     """``example.com:8000`` -> ``example.com``; ``[::1]:8000`` -> ``::1``."""
     host = host_header.strip().lower()
@@ -115,7 +137,10 @@ class BrowserGuardMiddleware:
     the server's own origin or one of ``allowed_origins`` (clients without Origin, such as curl
     and the SDKs, pass). With keys a page cannot send the key, so only the Content-Type rule
     applies: JSON bodies must say ``application/json`` (multipart only for uploads), which no
-    page can send cross-origin without a preflight that CORS refuses.
+    page can send cross-origin without a preflight that CORS refuses. Before all of that, with
+    keys or without, a header these checks or the API key read (Authorization, Host, Origin,
+    Content-Type) sent twice is a 400: a proxy that checked the first must not be bypassed by
+    the second.
     """
 
     def __init__(
@@ -134,6 +159,15 @@ class BrowserGuardMiddleware:
         self.multipart_paths = frozenset(multipart_paths)
 
     def _refusal(self, scope: Scope) -> RequestError | None:
+        repeated = _repeated_singleton(scope["headers"])
+        if repeated is not None:
+            return RequestError(
+                400,
+                f"request refused: the {repeated} header is sent more than once",
+                code="repeated_header",
+                hint=f"send one {repeated} header (RFC 9110 allows only one); a proxy in front "
+                "may have added a second",
+            )
         headers = dict(scope["headers"])
         if self.check_origin and scope["path"] not in OPEN_PATHS:
             host = headers.get(b"host", b"").decode("latin-1")
