@@ -17,6 +17,7 @@ import hashlib
 import importlib.metadata
 import json
 import logging
+import re
 import time
 import unicodedata
 import zlib
@@ -38,20 +39,36 @@ def _now() -> float:
     return time.time()
 
 
+# A word that starts the question or a sentence in it, after any opening quote or bracket.
+_SENTENCE_START = re.compile(r"(?:^|(?<=[.!?]\s))([\"'«“‘(\[¿¡]*)(\w+)")
+
+
+def _lower_if_title(match: re.Match[str]) -> str:
+    word = match[2]
+    if word[0].isupper() and (len(word) == 1 or word[1:].islower()):
+        word = word[0].lower() + word[1:]
+    return match[1] + word
+
+
 def normalise_question(question: str) -> str:
-    """The question as the cache sees it: NFC, lower-cased, whitespace collapsed, trailing
-    punctuation dropped ("What is X?" and "what is  x" are one question).
+    """The question as the cache sees it: NFC, whitespace collapsed, trailing punctuation
+    dropped, and the capital a sentence starts with lowered ("What is X?" and "what is  X"
+    are one question).
+
+    Letter case is kept everywhere else: next to a number it is often the meaning ("5 MW" is
+    a million times "5 mW", "3 Ms" is not "3 ms"), and in words too ("US" and "us", "Polish"
+    and "polish"). Only a capitalised word (one capital, then lower case) that starts a
+    sentence is lowered; "MW", "mW" or "NR-7" stay as typed, wherever they are.
 
     Only forms that spell the same text meet: NFC joins a composed and a decomposed "é", and
     nothing else is folded. NFKC would make "5²" and "52", "H₂O" and "H2O", "１０" and "10"
     one key, so one client could plant the answer another gets; full case folding
-    (``casefold``) merges "Maße" with "Masse" and the ligature "ﬁ" with "fi" the same way,
-    hence the simple ``lower``."""
-    text = " ".join(unicodedata.normalize("NFC", question).lower().split())
+    (``casefold``) merges "Maße" with "Masse" and the ligature "ﬁ" with "fi" the same way."""
+    text = " ".join(unicodedata.normalize("NFC", question).split())
     end = len(text)
     while end and (text[end - 1].isspace() or unicodedata.category(text[end - 1])[0] == "P"):
         end -= 1
-    return text[:end]
+    return _SENTENCE_START.sub(_lower_if_title, text[:end])
 
 
 def cacheable(answer: Answer) -> bool:

@@ -35,7 +35,7 @@ from tests.server_fixtures import (  # noqa: F401 (fixtures are used as paramete
 from tests.test_mcp import _data, _http
 
 ASKED = "What payload does the NR-7 robot carry?"
-REPHRASED = "  what PAYLOAD does the NR-7 robot   carry "
+REPHRASED = "  what payload does the NR-7 robot   carry "
 
 
 def _with_llm(settings: Settings, server: ScriptedLLMServer, **cache: Any) -> Settings:
@@ -75,9 +75,11 @@ def _same_answer(a: Answer, b: Answer) -> None:
 
 
 def test_question_normalisation() -> None:
-    assert normalise_question("  What  is\tX? ") == normalise_question("what is x")
-    assert normalise_question("What is X？！") == "what is x"  # trailing punctuation, any width
+    assert normalise_question("  What  is\tX? ") == normalise_question("what is X")
+    assert normalise_question("What is X？！") == "what is X"  # trailing punctuation, any width
     assert normalise_question("what is x") != normalise_question("what is y")
+    # The capital a sentence starts with is grammar, not meaning.
+    assert normalise_question("Is it on? Where is the switch?") == "is it on? where is the switch"
     # One text in two Unicode spellings (composed / decomposed accent) is one question.
     assert normalise_question("Qu'est-ce que l'\u00e9t\u00e9 ?") == normalise_question(
         "qu'est-ce que l'e\u0301te\u0301"
@@ -93,6 +95,11 @@ def test_question_normalisation() -> None:
         ("Is the budget １０ million?", "Is the budget 10 million?"),  # full-width digits
         ("Where is the ﬁle policy?", "Where is the file policy?"),  # ligature
         ("What are the Maße?", "What are the Masse?"),  # ß is not ss
+        # Case next to a number is a unit's meaning: megawatt / milliwatt, megasecond / ms.
+        ("Is the output 5 MW?", "Is the output 5 mW?"),
+        ("Does the job take 3 Ms?", "Does the job take 3 ms?"),
+        ("Is the file 8 Mb?", "Is the file 8 MB?"),  # megabit / megabyte
+        ("Does US law apply?", "Does us law apply?"),  # and in words too
     ],
 )
 def test_question_normalisation_never_merges_distinct_texts(one: str, other: str) -> None:
@@ -155,6 +162,24 @@ def test_other_options_collections_or_access_are_asked_afresh(
     # ...and each of them is now cached under its own key.
     hit, calls = _ask(ds, llm_server, options=QueryOptions(allowed_collections=["docs"]))
     assert hit.cached and calls == 0
+
+
+def test_questions_differing_in_a_units_case_are_asked_afresh(
+    loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
+) -> None:
+    """A question about 5 MW is not one about 5 mW: the second must not get the first's
+    answer. The capital that starts the question still meets its lower-case spelling."""
+    ds = make_searcher(_with_llm(loaded, llm_server))
+    for first, second in (
+        ("Is the NR-7 motor rated 5 MW?", "Is the NR-7 motor rated 5 mW?"),
+        ("Does an NR-7 cycle take 3 Ms?", "Does an NR-7 cycle take 3 ms?"),
+    ):
+        asked, calls = _ask(ds, llm_server, first)
+        assert not asked.cached and calls > 0
+        other, calls = _ask(ds, llm_server, second)
+        assert not other.cached and calls > 0, second
+        again, calls = _ask(ds, llm_server, " " + first[0].lower() + first[1:-1])
+        assert again.cached and calls == 0, first
 
 
 def test_a_load_that_changes_the_collection_invalidates(
