@@ -162,7 +162,7 @@ class Ingestor:
 
         jobs = await self._hash_jobs(files, records, report, force=force)
         embedder: Embedder | None = None
-        if jobs or existing_meta is None or rebuild:
+        if jobs or rebuild:
             # Only now is the model needed: an unchanged reload never loads it.
             embedder = await asyncio.to_thread(self._embedder_factory)
             meta = CollectionMeta.of(self.settings, embedder.dimension, description or "")
@@ -184,8 +184,16 @@ class Ingestor:
             finally:
                 if not created.done():
                     created.cancel()
-        elif description is not None and existing_meta.description != description:
+        elif (
+            existing_meta is not None
+            and description is not None
+            and existing_meta.description != description
+        ):
             await asyncio.to_thread(self.store.set_description, collection, description)
+        if existing_meta is None and not rebuild and not report.files_loaded and jobs:
+            # Every file failed: a load that stored nothing leaves no empty collection behind
+            # (one with no files to load never created it).
+            await asyncio.to_thread(self.store.drop_collection, collection)
 
         if prune:
             await self._prune(collection, records, report)

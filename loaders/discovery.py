@@ -18,12 +18,19 @@ from loaders.sniff import file_type_of, format_size_limit, unsupported_reason
 
 
 def discover_files(
-    paths: Sequence[str | Path], settings: LoadingSettings
+    paths: Sequence[str | Path],
+    settings: LoadingSettings,
+    *,
+    within: Path | None = None,
+    outside: str = "resolves outside the folder loads are confined to",
 ) -> tuple[list[Path], list[LoadFailure]]:
     """Return the supported files under ``paths`` and the files skipped with a reason.
 
     Directories are walked recursively, following directory symlinks (each real directory is
-    visited once, so symlink loops end). Hidden files and folders (name starting with ``.``)
+    visited once, so symlink loops end). With ``within`` (a resolved folder) a symlink, to a
+    file or a folder, whose target is outside it is not followed: it is reported by its own
+    path with the reason ``outside``, and nothing behind it is read or named (not even
+    whether the target exists). Hidden files and folders (name starting with ``.``)
     below a given path are skipped. ``settings.include``/``exclude`` globs are matched with
     ``fnmatch`` against the path relative to the given directory and against the base name
     (``**/`` prefixes also match at the top level); an excluded folder is not entered.
@@ -37,10 +44,13 @@ def discover_files(
     """
     found: set[Path] = set()
     failures: dict[str, LoadFailure] = {}
+    fence = _Fence(within, outside)
     for raw in paths:
         given = Path(raw).expanduser()
+        if fence.refuses(given, failures):
+            continue
         if given.is_dir():
-            _walk(given, settings, found, failures)
+            _walk(given, settings, found, failures, fence)
         elif given.exists():
             if file_type_of(given) is None:
                 _fail(failures, given.absolute(), unsupported_reason(given))
@@ -56,8 +66,27 @@ def discover_files(
     return sorted(found), sorted(failures.values(), key=lambda f: f.path)
 
 
+class _Fence:
+    """The folder a walk may not leave through a symlink (None: anywhere)."""
+
+    def __init__(self, within: Path | None, reason: str) -> None:
+        self.within = within
+        self.reason = reason
+
+    def refuses(self, path: Path, failures: dict[str, LoadFailure]) -> bool:
+        """True (and ``path`` reported under its own name) when it resolves outside."""
+        if self.within is None or Path(os.path.realpath(path)).is_relative_to(self.within):
+            return False
+        _fail(failures, path.absolute(), self.reason)
+        return True
+
+
 def _walk(
-    root: Path, settings: LoadingSettings, found: set[Path], failures: dict[str, LoadFailure]
+    root: Path,
+    settings: LoadingSettings,
+    found: set[Path],
+    failures: dict[str, LoadFailure],
+    fence: _Fence,
 ) -> None:
     seen: set[str] = set()
 
@@ -78,6 +107,7 @@ def _walk(
             if not name.startswith(".")
             and not _matches(settings.exclude, (rel_dir / name).as_posix(), name)
             and os.path.realpath(os.path.join(dirpath, name)) not in seen
+            and not fence.refuses(Path(dirpath, name), failures)
         ]
         for name in filenames:
             if name.startswith("."):
@@ -89,6 +119,8 @@ def _walk(
             if settings.include and not _matches(settings.include, rel, name):
                 continue
             if _matches(settings.exclude, rel, name):
+                continue
+            if fence.refuses(path, failures):
                 continue
             if not path.exists():
                 _fail(failures, path.absolute(), "broken symlink")

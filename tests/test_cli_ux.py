@@ -95,6 +95,20 @@ def test_skipped_file_is_reported_once_on_one_line(tmp_path: Path) -> None:
     assert mentions == [f"skipped {docs / name}: empty file"], res.stderr
 
 
+def test_a_load_that_loads_nothing_leaves_no_collection(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "empty.txt").write_text("")  # found, hashed and parsed, then skipped
+    env = {"DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "none.db")}
+    res = CliRunner().invoke(app, ["load", str(docs), "--collection", "ghost"], env=env)
+    assert res.exit_code == 1 and "nothing could be loaded" in res.stderr
+    (docs / "empty.txt").unlink()  # and with no file at all
+    res = CliRunner().invoke(app, ["load", str(docs), "--collection", "ghost"], env=env)
+    assert res.exit_code == 1
+    listed = CliRunner().invoke(app, ["collections", "--json"], env=env)
+    assert listed.exit_code == 0 and json.loads(listed.stdout) == [], listed.stdout
+
+
 # -- 12: nothing from libraries at normal verbosity ------------------------------------------
 
 

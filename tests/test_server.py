@@ -367,6 +367,43 @@ def test_load_by_path_stays_inside_load_root(serve: Serve, root: Path, tmp_path:
     assert again["files"]["unchanged"] == 1 and again["files"]["new"] == 0
 
 
+def test_a_folder_link_out_of_load_root_is_neither_followed_nor_named(
+    serve: Serve, root: Path, tmp_path: Path
+) -> None:
+    """A symlinked folder inside load_root that points outside it is refused by its own name:
+    the names of the files behind it never reach the client, and a load that found nothing
+    else creates no collection."""
+    outside = _write(
+        tmp_path / "outside",
+        {"payroll-2026.md": "Salaries are confidential.\n", "merger.txt": "Project Falcon.\n"},
+    )
+    team = _write(root / "team", {"notes.md": "Team notes: the retro is on Fridays.\n"})
+    (team / "shared").symlink_to(outside, target_is_directory=True)
+    (root / "only-link").mkdir()
+    (root / "only-link" / "data").symlink_to(outside, target_is_directory=True)
+    url = serve(load_root=str(root))
+
+    resp = httpx.post(f"{url}/v1/load", json={"paths": ["team"], "collection": "team"}, timeout=60)
+    report = resp.json()
+    assert resp.status_code == 200 and report["files"]["new"] == 1, report
+    assert report["failures"] == [
+        {"path": "team/shared", "reason": "resolves outside server.load_root"}
+    ]
+    for name in ("payroll", "merger", str(tmp_path)):
+        assert name not in resp.text
+
+    resp = httpx.post(
+        f"{url}/v1/load", json={"paths": ["only-link"], "collection": "ghost"}, timeout=60
+    )
+    assert resp.status_code == 200 and resp.json()["files"]["new"] == 0
+    assert resp.json()["failures"] == [
+        {"path": "only-link/data", "reason": "resolves outside server.load_root"}
+    ]
+    assert "payroll" not in resp.text and "merger" not in resp.text
+    models = [m["id"] for m in httpx.get(f"{url}/v1/models").json()["data"]]
+    assert "team" in models and "ghost" not in models
+
+
 def test_multipart_upload_keeps_file_names(serve: Serve, tmp_path: Path) -> None:
     url = serve()
     files = [

@@ -323,44 +323,24 @@ def _collection_name(name: str) -> str:
         ) from None
 
 
+_OUTSIDE_ROOT = "resolves outside server.load_root"
+
+
 def _files_inside(paths: list[Path], root: Path, settings: Settings) -> Prepared:
-    """Folders are walked here, following symlinks as a load does; a file that resolves outside
-    the root is refused and reported by its name under the root (the log gets its target).
-    Without such files the paths go to the load unchanged."""
+    """The files under ``paths`` that a load may read, and those refused or skipped. The walk
+    never follows a symlink, to a file or a folder, out of the root: the link is refused by its
+    own name under the root, and what lies behind it is neither read nor named (the log gets
+    its target). The load gets the files found here, so it does not walk the folders again."""
     from loaders import discover_files
 
-    files, _skipped = discover_files(list(paths), settings.loading)  # the load reports these
-    outside = [f for f in files if not f.resolve().is_relative_to(root)]
-    if not outside:
-        return list(paths), []
-    names = _names_under(paths, root, {str(f) for f in outside})
-    refused = []
-    for f in outside:
-        name = names.get(str(f), "(a file)")
-        logger.warning("refused %s: it resolves to %s, outside server.load_root", name, f)
-        refused.append(LoadFailure(name, "resolves outside server.load_root"))
-    return [f for f in files if f not in outside], refused
-
-
-def _names_under(paths: list[Path], root: Path, targets: set[str]) -> dict[str, str]:
-    """For each resolved file in ``targets``, the path it was reached by, relative to root."""
-    names: dict[str, str] = {}
-    seen: set[str] = set()
-    for start in paths:
-        if not start.is_dir():
-            continue
-        for dirpath, dirnames, filenames in os.walk(start, followlinks=True):
-            real = os.path.realpath(dirpath)
-            if real in seen:
-                dirnames.clear()
-                continue
-            seen.add(real)
-            for fname in filenames:
-                walked = Path(dirpath) / fname
-                target = os.path.realpath(walked)
-                if target in targets and walked.is_relative_to(root):
-                    names.setdefault(target, walked.relative_to(root).as_posix())
-    return names
+    files, skipped = discover_files(
+        list(paths), settings.loading, within=root, outside=_OUTSIDE_ROOT
+    )
+    for failure in skipped:
+        if failure.reason == _OUTSIDE_ROOT:
+            target = os.path.realpath(failure.path)
+            logger.warning("refused %s: it resolves to %s, outside load_root", failure.path, target)
+    return list(files), skipped
 
 
 def _log_late_load(task: asyncio.Task[LoadReport]) -> None:
