@@ -139,13 +139,17 @@ class Retriever:
     @staticmethod
     def check_requested(requested: Sequence[str] | None, infos: Sequence[CollectionInfo]) -> None:
         """Refuse a requested collection that does not exist, or an empty store."""
-        names = {i.name for i in infos}
-        missing = [n for n in requested or () if n not in names]
+        by_name = {i.name: i for i in infos}
+        missing = [n for n in requested or () if n not in by_name]
         if missing:
             raise CollectionNotFoundError(
                 f"collection '{missing[0]}' does not exist",
                 "list them with `deepsearcher collections`, or load documents first",
             )
+        for name in requested or ():
+            error = by_name[name].error
+            if error is not None:  # asked for by name: its own error, not a search without it
+                raise error
         if not infos:
             raise CollectionNotFoundError(
                 "the store has no collections yet", "load documents first: deepsearcher load PATH"
@@ -197,9 +201,10 @@ class Retriever:
             names = list(requested)
         else:
             names = list(chosen) if chosen is not None else [i.name for i in infos]
+        names, unopened = _without_unopened(names, infos)
         usable, skipped = self.embedded_alike(names, infos, explicit=bool(requested))
         unfiltered = await self.filter_note(usable)
-        return usable, [n for n in (skipped, unfiltered) if n]
+        return usable, [n for n in (*unopened, skipped, unfiltered) if n]
 
     async def _check_dimension(self, collections: Sequence[str], dimension: int) -> None:
         """Raise a clear error when a collection holds vectors of another size than the query's."""
@@ -253,3 +258,17 @@ class Retriever:
             hits.sort(key=lambda h: h.score, reverse=True)
             merged.append(hits[:top_k] if len(collections) > 1 else hits)
         return merged
+
+
+def _without_unopened(
+    names: list[str], infos: Sequence[CollectionInfo]
+) -> tuple[list[str], list[str]]:
+    """``names`` without the collections that could not be opened, and a note for each: a
+    search among several goes on without them. When none is left, the first one's error."""
+    errors = {i.name: i.error for i in infos if i.error is not None}
+    kept = [n for n in names if n not in errors]
+    dropped = [errors[n] for n in names if n in errors]
+    if dropped and not kept:
+        raise dropped[0]
+    notes = [f"{e.message}; searched without it (hint: {e.hint})" for e in dropped]
+    return kept, notes

@@ -67,6 +67,9 @@ SLOW_TESTS = {
     "test_cli_query.py::test_query_refuses_a_collection_embedded_with_another_model": (
         "the only fast test that would import torch and load MiniLM (11 s)"
     ),
+    "test_store_faults.py::test_a_full_disk_breaks_one_collection_and_freeing_space_repairs_it": (
+        "the CLI in a subprocess with a tmpfs of its own (11 s)"
+    ),
 }
 
 # Marked slow in their own file (or in a slow file), yet in-process and seconds long: the fast

@@ -272,24 +272,30 @@ def collections_list(
                         "embedding_model": i.meta.embedding_model if i.meta else None,
                         "description": i.meta.description if i.meta else None,
                     }
+                    | ({"error": i.error.message, "hint": i.error.hint} if i.error else {})
                     for i in infos
                 ]
             )
         )
-        return
-    if not infos:
+    elif not infos:
         typer.echo("no collections yet; load some: deepsearcher load PATH")
-        return
-    table = Table("collection", "files", "chunks", "embedding model", "description")
-    for i in infos:
-        table.add_row(
-            i.name,
-            str(i.files),
-            str(i.rows),
-            i.meta.embedding_model if i.meta else "?",
-            (i.meta.description if i.meta else "") or "",
-        )
-    out_console().print(table, soft_wrap=False)
+    else:
+        table = Table("collection", "files", "chunks", "embedding model", "description")
+        for i in infos:
+            table.add_row(
+                i.name,
+                "?" if i.error else str(i.files),
+                "?" if i.error else str(i.rows),
+                i.meta.embedding_model if i.meta else "?",
+                "(could not be opened: see below)"
+                if i.error
+                else (i.meta.description if i.meta else "") or "",
+            )
+        out_console().print(table, soft_wrap=False)
+    # The others are listed; each one that could not be opened says why, and the exit is 1.
+    broken = [fail(i.error) for i in infos if i.error is not None]
+    if broken:
+        raise broken[0]
 
 
 @collections_app.command("drop")

@@ -292,9 +292,10 @@ def _search_routes(svc: SearchService) -> APIRouter:
         for info in infos:
             if info.name not in (DEFAULT_MODEL, RESEARCH_MODEL) and access.readable(info.name):
                 description = info.meta.description if info.meta else ""
-                data.append(
-                    {**_model(info.name, description), "chunks": info.rows, "files": info.files}
-                )
+                model = {**_model(info.name, description), "chunks": info.rows, "files": info.files}
+                if info.error is not None:  # listed, with why it cannot be searched now
+                    model["error"] = svc.view.text(f"{info.error.message}; {info.error.hint}")
+                data.append(model)
         return {"object": "list", "data": data}
 
     @router.post("/v1/query")

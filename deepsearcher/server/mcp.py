@@ -283,8 +283,14 @@ def _add_list_collections(mcp: MCPServer, svc: SearchService) -> None:
                 "chunks": i.rows,
                 "files": i.files,
             }
+            | ({"error": _shown_error(svc, i.error)} if i.error else {})
             for i in infos
         ]
+
+
+def _shown_error(svc: SearchService, exc: errors.DeepSearcherError) -> str:
+    text = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
+    return svc.view.text(text) if svc.remote else text
 
 
 def _add_load(mcp: MCPServer, svc: SearchService) -> None:

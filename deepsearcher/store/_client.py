@@ -12,16 +12,22 @@ import logging
 import os
 import shlex
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from deepsearcher.config import VectorStoreSettings
 from deepsearcher.errors import CollectionNotFoundError, StoreError, StoreLockedError
+from deepsearcher.store.base import MANIFEST_SUFFIX
 
 logger = logging.getLogger(__name__)
 
 _QUERY_BATCH = 1000
+# Milvus Lite's index files (vector and scalar), derived from a collection's stored rows.
+_INDEX_SUFFIXES = (".idx", ".sidx")
+# File times may be coarser than the clock: a file written as a load began counts as its own.
+_MTIME_SLACK_S = 2.0
 
 
 def is_remote(uri: str) -> bool:
@@ -82,9 +88,8 @@ class MilvusConnection:
             # memory of what is loaded is stale, and must not need a restart of ours too.
             logger.info("collection %s was released by the server; loading it again", name)
             self._loaded.discard(name)
+            self.ensure_loaded(name)
             try:
-                self._call(self.client.load_collection, name)
-                self._loaded.add(name)
                 return self._call(fn, *args, **kwargs)
             except Exception as again:
                 raise _call_error(fn, again) from again
@@ -107,8 +112,64 @@ class MilvusConnection:
         # A database reopened after a crash holds its collections "released"; queries then
         # fail until they are loaded into memory again. Loading a loaded collection is a no-op.
         if name not in self._loaded:
-            self.call(self.client.load_collection, name)
+            self._load(name)
             self._loaded.add(name)
+
+    def _load(self, name: str) -> None:
+        """Load ``name``, repairing its index files when they cannot be read.
+
+        Milvus Lite writes a collection's index files (derived from its stored rows) the first
+        time it loads it, straight to their final names: a full disk stops a write part-way,
+        and that cut file failed every later load of the database. So a load that fails for
+        lack of space removes the index files it wrote, and a load that fails otherwise, with
+        index files present, removes them and loads once more, which builds them again."""
+        started = time.time()
+        try:
+            self._call(self.client.load_collection, name)
+            return
+        except Exception as exc:
+            first = exc
+        if _disk_full(first):
+            self._remove_index_files(name, since=started)
+            raise _load_error(name, first, self.remote) from first
+        broken = self._index_files(name)
+        if not broken:
+            raise _load_error(name, first, self.remote) from first
+        logger.warning(
+            "%s could not be loaded (%s): rebuilding its index files",
+            _shown(name),
+            short_error(first),
+        )
+        self._remove_index_files(name)
+        started = time.time()
+        try:
+            self._call(self.client.load_collection, name)
+        except Exception as again:
+            if _disk_full(again):
+                self._remove_index_files(name, since=started)
+            raise _load_error(name, again, self.remote) from again
+        logger.warning("%s: index files rebuilt", _shown(name))
+
+    def _index_files(self, name: str) -> list[Path]:
+        """Milvus Lite's index files of ``name`` (none for a server, which keeps its own):
+        ``<uri>/collections/<name>/partitions/<partition>/indexes/*.idx|*.sidx``."""
+        if self.remote:
+            return []
+        partitions = Path(self.uri) / "collections" / name / "partitions"
+        return [
+            f for f in partitions.glob("*/indexes/*") if f.suffix in _INDEX_SUFFIXES and f.is_file()
+        ]
+
+    def _remove_index_files(self, name: str, since: float | None = None) -> None:
+        """Remove ``name``'s index files (those written from ``since`` on): each is rebuilt
+        from the collection's rows when it is next loaded."""
+        for path in self._index_files(name):
+            try:
+                if since is None or path.stat().st_mtime >= since - _MTIME_SLACK_S:
+                    path.unlink()
+                    logger.info("removed index file %s", path)
+            except OSError as exc:
+                logger.warning("could not remove index file %s: %s", path, exc)
 
     def drop(self, name: str) -> None:
         if self.has(name):
@@ -144,6 +205,34 @@ class MilvusConnection:
             self.client.close()
         except Exception:  # closing twice or after a failed open is harmless
             logger.debug("closing Milvus client failed", exc_info=True)
+
+
+def _shown(name: str) -> str:
+    """A stored collection as the user knows it: a manifest is its collection's file list."""
+    if name.endswith(MANIFEST_SUFFIX):
+        return f"the file list of collection '{name[: -len(MANIFEST_SUFFIX)]}'"
+    return f"collection '{name}'"
+
+
+def _load_error(name: str, exc: BaseException, remote: bool) -> StoreError:
+    """Why ``name`` could not be loaded, and what fixes it: free space, then any command that
+    opens it (the index is rebuilt then), or a rebuild of the collection from its files."""
+    shown = _shown(name)
+    base = name.removesuffix(MANIFEST_SUFFIX)
+    if _disk_full(exc):
+        where = "the Milvus server's disk" if remote else "the disk holding vector_store.uri"
+        logger.info("%s could not be loaded: %s", shown, exc)  # the driver's words, with paths
+        return StoreError(
+            f"{shown} could not be loaded: the disk is full, so its index could not be written",
+            f"free space on {where}, then open it again (`deepsearcher collections`, or any "
+            "request to the server that holds the store): its index is built again, and "
+            "nothing half-written was kept",
+        )
+    return StoreError(
+        f"{shown} could not be loaded: {short_error(exc)}",
+        f"reload it from its files: `deepsearcher load PATH --collection {base} --rebuild` "
+        f"(or drop it: `deepsearcher collections drop {base}`)",
+    )
 
 
 def _released(exc: BaseException) -> bool:

@@ -64,6 +64,9 @@ class CollectionInfo:
     rows: int
     meta: CollectionMeta | None
     files: int = 0
+    # Set when the collection could not be opened (rows and files are then 0): the listing and
+    # searches go on with the others, and this says why and what fixes it.
+    error: StoreError | None = None
 
 
 @dataclass

@@ -112,8 +112,15 @@ class MilvusStore:
         for name in names:
             if name.endswith(MANIFEST_SUFFIX) or name.startswith(INTERNAL_PREFIX):
                 continue
-            files = self._manifest.count(name) if name + MANIFEST_SUFFIX in names else 0
-            infos.append(CollectionInfo(name, self.count(name), self.get_meta(name), files))
+            meta = self.get_meta(name)  # a property: readable without loading the collection
+            try:
+                rows = self.count(name)
+                files = self._manifest.count(name) if name + MANIFEST_SUFFIX in names else 0
+            except StoreError as exc:  # one collection that cannot be opened fails only itself
+                logger.info("%s", exc.message)  # the caller reports it, with its hint
+                infos.append(CollectionInfo(name, 0, meta, 0, error=exc))
+                continue
+            infos.append(CollectionInfo(name, rows, meta, files))
         return infos
 
     def get_meta(self, name: str) -> CollectionMeta | None:
