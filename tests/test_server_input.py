@@ -163,6 +163,76 @@ def test_hung_up_client_stops_its_llm_calls(serve: Serve, llm_server: ScriptedLL
     assert resp.status_code == 200 and "45 euros" in resp.json()["answer"]
 
 
+def _mcp_session(url: str) -> dict[str, str]:
+    """An initialized MCP session's headers, opened over plain HTTP."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    resp = httpx.post(f"{url}/mcp", json=init, headers=accept, timeout=30)
+    assert resp.status_code == 200, resp.text
+    headers = accept | {
+        "Mcp-Session-Id": resp.headers["mcp-session-id"],
+        "Mcp-Protocol-Version": "2025-11-25",
+    }
+    done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert httpx.post(f"{url}/mcp", json=done, headers=headers).status_code == 202
+    return headers
+
+
+def _raw_post(url: str, path: str, body: bytes, headers: dict[str, str]) -> bytes:
+    lines = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", "Content-Type: application/json"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+@pytest.mark.parametrize("transport", ["mcp", "chat-stream"])
+def test_a_client_whose_socket_closes_stops_its_work_and_frees_its_slot(
+    serve: Serve, llm_server: ScriptedLLMServer, transport: str
+) -> None:
+    """A client that goes away without cancelling (its socket simply closes) stops its
+    search within seconds on every transport: no LLM call starts after it left, and its
+    search slot is free again (with one slot and no queue, a held slot is a 429)."""
+    llm_server.latency = 1.0  # every LLM call takes a second: a deep search takes many
+    url = serve(max_concurrent_searches=1, max_queued_searches=0)
+    question = QUESTION.encode()
+    if transport == "mcp":
+        call = (
+            b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": '
+            b'"deep_search", "arguments": {"question": "' + question + b'"}}}'
+        )
+        request = _raw_post(url, "/mcp", call, _mcp_session(url))
+    else:
+        chat = b'{"stream": true, "messages": [{"role": "user", "content": "' + question + b'"}]}'
+        request = _raw_post(url, "/v1/chat/completions", chat, {})
+    parts = urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port)) as sock:
+        sock.sendall(request)
+        deadline = time.monotonic() + 30
+        while not llm_server.requests:  # the search has started
+            assert time.monotonic() < deadline, "the search never called the LLM"
+            time.sleep(0.05)
+    # The socket is closed. Calls already sent finish; no new one may start.
+    time.sleep(1.5)
+    after_hangup = len(llm_server.requests)
+    time.sleep(4)
+    assert len(llm_server.requests) == after_hangup, [
+        r["messages"][-1]["content"][:30] for r in llm_server.requests
+    ]
+    llm_server.latency = 0.0
+    body = {"question": QUESTION, "agent": "naive"}
+    resp = httpx.post(f"{url}/v1/query", json=body, timeout=60)
+    assert resp.status_code == 200 and "45 euros" in resp.json()["answer"], resp.text
+
+
 def test_a_long_upload_name_is_cut_inside_its_stem(serve: Serve, tmp_path: Path) -> None:
     url = serve()
     long_latin = "quarterly-report-" * 15 + ".md"  # 257 characters

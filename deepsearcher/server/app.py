@@ -30,6 +30,7 @@ from deepsearcher import errors
 from deepsearcher.config import ServerSettings, Settings
 from deepsearcher.searcher import DeepSearcher
 from deepsearcher.server.access import KeyRing, access_of, load_keys_file
+from deepsearcher.server.disconnect import DisconnectWatchMiddleware
 from deepsearcher.server.errors import RequestError, error_response
 from deepsearcher.server.guard import (
     API_KEYS_ENV,
@@ -237,6 +238,8 @@ def _add_middleware(
     app: FastAPI, server: ServerSettings, api_keys: list[str] | KeyRing | None
 ) -> None:
     # Added innermost first: CORS must see preflights and decorate 401s, so it goes outside.
+    # Innermost of all: the watch that tells every route and transport when a client is gone.
+    app.add_middleware(DisconnectWatchMiddleware)
     app.add_middleware(BodyLimitMiddleware, max_bytes=int(server.max_request_mb * 1_000_000))
     if api_keys:
         # The page and its assets hold no data: the browser loads them before the key is typed.
@@ -275,7 +278,7 @@ def _search_routes(svc: SearchService) -> APIRouter:
         ask = SearchRequest(question, options, history_turns(history), req.cache)
         if req.stream:
             return await _stream_chat(svc, req, ask)
-        answer = await svc.unless_gone(request, svc.answer(ask), "search")
+        answer = await svc.unless_gone(request.scope, svc.answer(ask), "search")
         if answer is None:
             return Response(status_code=499)  # nobody is listening; uvicorn drops it
         return JSONResponse(chat_completion(answer, req.model))
@@ -304,7 +307,7 @@ def _search_routes(svc: SearchService) -> APIRouter:
         check_question(req.question, svc.server.max_question_chars)
         options = await svc.scoped(access_of(request.scope), req.query_options(req.collections))
         ask = SearchRequest(req.question, options, use_cache=req.cache)
-        answer = await svc.unless_gone(request, svc.answer(ask), "search")
+        answer = await svc.unless_gone(request.scope, svc.answer(ask), "search")
         if answer is None:
             return Response(status_code=499)
         return JSONResponse(answer.to_dict())

@@ -13,9 +13,9 @@ and a hint, never a traceback.
 import asyncio
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
@@ -34,6 +34,7 @@ from deepsearcher.server.public import PublicView
 from deepsearcher.server.service import SearchRequest, SearchService
 from deepsearcher.types import Hit, source_label
 
+T = TypeVar("T")
 PASSAGE_URI = "passage://{collection}/{chunk_id}"
 _CHUNK_ID = re.compile(r"[0-9a-f]{40}")  # chunking.chunk_id_for: a sha1 hex digest
 # No Retry-After header reaches an MCP client: "in a while" is all it can be told.
@@ -101,15 +102,31 @@ def _passage(hit: Hit, source: str) -> dict[str, Any]:
     }
 
 
-def _access(ctx: Context) -> Access:
-    """The calling key's access: from the HTTP request the call came in on (the API key
-    middleware put it there); over stdio the local user may do everything."""
+def _http_scope(ctx: Context) -> dict[str, Any]:
+    """The scope of the HTTP request the call came in on; empty over stdio."""
     try:
         request = ctx.request_context.request
     except ValueError:  # called outside a request
-        return FULL_ACCESS
+        return {}
     scope = getattr(request, "scope", None)
-    return access_of(scope) if isinstance(scope, dict) else FULL_ACCESS
+    return scope if isinstance(scope, dict) else {}
+
+
+def _access(ctx: Context) -> Access:
+    """The calling key's access: from the HTTP request the call came in on (the API key
+    middleware put it there); over stdio the local user may do everything."""
+    scope = _http_scope(ctx)
+    return access_of(scope) if scope else FULL_ACCESS
+
+
+async def _unless_gone(svc: SearchService, ctx: Context, work: Awaitable[T], what: str) -> T:
+    """``work``'s result; cancelled, with its search slot freed, when the client's connection
+    closes first (the SDK runs the call apart from the request that carried it, and would
+    finish it for nobody)."""
+    result = await svc.unless_gone(_http_scope(ctx), work, f"MCP {what}")
+    if result is None:  # nobody reads this: the client is gone
+        raise ToolError(f"the client disconnected; the {what} was stopped")
+    return result
 
 
 def _new_server() -> MCPServer:
@@ -192,7 +209,8 @@ def _add_search(mcp: MCPServer, svc: SearchService) -> None:
         with _tool_errors(_view(svc)):
             # The range of top_k is the setting's, checked here as for every front end.
             options = QueryOptions(collections=collections, top_k=top_k, filter=filter)
-            hits, notes = await svc.within_deadline(passages(access, query, options))
+            work = svc.within_deadline(passages(access, query, options))
+            hits, notes = await _unless_gone(svc, ctx, work, "search")
         result: dict[str, Any] = {
             "query": query,
             "passages": [_passage(h, _shown(svc, h.source, h.collection)) for h in hits],
@@ -244,7 +262,8 @@ def _add_deep_search(mcp: MCPServer, svc: SearchService) -> None:
                 retriever = await asyncio.to_thread(lambda: searcher.retriever)
                 retriever.check_requested(collections, await retriever.available_collections())
             ask = SearchRequest(question, options, use_cache=cache)
-            return await svc.queued(_answer(svc, ask, ctx, view), _BUSY_HINT)
+            answer = svc.queued(_answer(svc, ask, ctx, view), _BUSY_HINT)
+            return await _unless_gone(svc, ctx, answer, "deep search")
 
 
 async def _answer(

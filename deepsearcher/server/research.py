@@ -158,7 +158,7 @@ async def research_chat(svc: SearchService, request: Request, req: ChatRequest) 
     if req.stream:
         return await _stream(svc, req, rreq)
     try:
-        report = await svc.unless_gone(request, svc.report(rreq, None), "research")
+        report = await svc.unless_gone(request.scope, svc.report(rreq, None), "research")
     except NeedsClarification as q:
         return JSONResponse(
             completion_body(req.model, CLARIFY_PREFIX + q.question, Usage(), {"deepsearcher": {}})
@@ -258,7 +258,7 @@ def research_routes(svc: SearchService) -> APIRouter:
             figures=body.figures,
         )
         try:
-            report = await svc.unless_gone(request, svc.report(rreq, body.web), "research")
+            report = await svc.unless_gone(request.scope, svc.report(rreq, body.web), "research")
         except NeedsClarification as q:
             return JSONResponse(
                 {

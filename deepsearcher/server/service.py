@@ -21,12 +21,10 @@ import asyncio
 import dataclasses
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generic, TypeVar
-
-from starlette.requests import Request
+from typing import Any, Generic, TypeVar
 
 from deepsearcher import errors
 from deepsearcher.aio import TaskPump
@@ -36,6 +34,7 @@ from deepsearcher.research import Report, ResearchEvent, ResearchRequest
 from deepsearcher.research.models import Source as ReportSource
 from deepsearcher.searcher import DeepSearcher, validate_collection_name
 from deepsearcher.server.access import Access
+from deepsearcher.server.disconnect import connection_of
 from deepsearcher.server.errors import RequestError, search_timeout
 from deepsearcher.server.guard import SearchSlot, SearchSlots
 from deepsearcher.server.load import HTTPLoads, default_upload_dir
@@ -229,11 +228,19 @@ class SearchService:
 
     # -- cancel on disconnect -----------------------------------------------------------------
 
-    async def unless_gone(self, request: Request, work: Awaitable[T], what: str) -> T | None:
+    async def unless_gone(
+        self, scope: Mapping[str, Any], work: Awaitable[T], what: str
+    ) -> T | None:
         """``work``'s result, or None when the client hung up first: then ``work`` (a search
-        and its LLM calls, a report's many) is cancelled rather than finished for nobody."""
+        and its LLM calls, a report's many) is cancelled rather than finished for nobody, and
+        its search slot is freed. ``scope`` is the HTTP request's, whatever the transport (a
+        route, an MCP tool call); the connection watch there must have seen the request's body
+        (``disconnect.DisconnectWatchMiddleware``)."""
+        conn = connection_of(scope)
+        if conn is None:  # not over HTTP (an MCP stdio client): nobody to watch
+            return await work
         task = asyncio.ensure_future(work)
-        gone = asyncio.ensure_future(_disconnected(request))
+        gone = asyncio.ensure_future(conn.wait_gone())
         try:
             await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -359,10 +366,3 @@ class SearchService:
             if isinstance(d.get(key), str):
                 d[key] = self.view.text(d[key])
         return d
-
-
-async def _disconnected(request: Request) -> None:
-    """Returns when the client closes the connection. Called once the body is read: the
-    server's receive channel then only ever says ``http.disconnect``."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
