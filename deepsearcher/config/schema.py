@@ -433,6 +433,23 @@ class ServerSettings(_Section):
         description="YAML or JSON file mapping API keys (by env var name or SHA-256) to the "
         "collections each may read and load into; see 'Per-key access' in docs/security.md.",
     )
+    mcp_sessions_per_client: int = Field(
+        16,
+        ge=1,
+        description="MCP sessions one API key (without keys: one client address) may hold open "
+        "at /mcp; beyond it 429 with a Retry-After until its next idle session ends.",
+    )
+    mcp_max_sessions: int = Field(
+        1000,
+        ge=1,
+        description="MCP sessions open at /mcp in all; beyond it 503 with a Retry-After.",
+    )
+    mcp_session_idle_s: float = Field(
+        300.0,
+        gt=0,
+        description="Seconds an MCP session may go without a request in flight (an open event "
+        "stream counts) before it is closed; its client then starts a new one.",
+    )
 
 
 class WebSearchSettings(_Section):

@@ -26,6 +26,8 @@ from deepsearcher.errors import ConfigError
 from deepsearcher.server.errors import RequestError
 
 SCOPE_KEY = "deepsearcher.access"
+# A short digest of the request's key, set with its access: a per-key identity for limits.
+KEY_ID_SCOPE_KEY = "deepsearcher.key_id"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _ENTRY_FIELDS = {"name", "key_env", "key_sha256", "read", "load"}
 

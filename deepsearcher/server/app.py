@@ -41,7 +41,8 @@ from deepsearcher.server.guard import (
     parse_api_keys,
 )
 from deepsearcher.server.load import HTTPLoads, default_upload_dir
-from deepsearcher.server.mcp import build_mcp, http_routes
+from deepsearcher.server.mcp import build_mcp
+from deepsearcher.server.mcp_http import http_routes
 from deepsearcher.server.openai_api import (
     DEFAULT_MODEL,
     ChatRequest,
@@ -193,7 +194,7 @@ def create_app(
         title="DeepSearcher", lifespan=_lifespan(searcher, mcp), docs_url=None, redoc_url=None
     )
     app.state.service = svc
-    app.router.routes.extend(http_routes(mcp))
+    app.router.routes.extend(http_routes(mcp, settings.server))
     _answer_errors(app, svc.view.text)
     _add_middleware(app, settings.server, api_keys)
     app.include_router(_search_routes(svc))

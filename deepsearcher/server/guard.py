@@ -6,6 +6,7 @@ searches with its queue. Plain ASGI, so it also covers 404s and streams.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import ipaddress
 import math
 import time
@@ -16,7 +17,7 @@ from urllib.parse import urlsplit
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deepsearcher.errors import ConfigError
-from deepsearcher.server.access import NO_ACCESS, SCOPE_KEY, Access, KeyRing
+from deepsearcher.server.access import KEY_ID_SCOPE_KEY, NO_ACCESS, SCOPE_KEY, Access, KeyRing
 from deepsearcher.server.errors import RequestError, send_error
 
 API_KEYS_ENV = "DEEPSEARCHER_API_KEYS"
@@ -66,7 +67,11 @@ class APIKeyMiddleware:
         scheme, _, token = header.partition(b" ")
         if scheme.lower() != b"bearer" or not token.strip():
             return None
-        return self._keys.resolve(token.strip())
+        access = self._keys.resolve(token.strip())
+        if access is not None:
+            # Which key, for limits per key (MCP sessions): full-access keys share one name.
+            scope[KEY_ID_SCOPE_KEY] = hashlib.sha256(token.strip()).hexdigest()[:16]
+        return access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":

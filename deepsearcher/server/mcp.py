@@ -20,7 +20,6 @@ from typing import Annotated, Any, TypeVar
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from pydantic import Field, WithJsonSchema
-from starlette.routing import BaseRoute
 
 from deepsearcher import errors
 from deepsearcher.config import QuerySettings, Settings
@@ -372,17 +371,3 @@ def _add_passage(mcp: MCPServer, svc: SearchService) -> None:
         if hit is None:
             raise ResourceNotFoundError(f"no passage '{chunk_id}' in collection '{collection}'")
         return _passage(hit, _shown(svc, hit.source, hit.collection)) | {"score": None}
-
-
-def http_routes(mcp: MCPServer, path: str = "/mcp") -> list[BaseRoute]:
-    """The streamable HTTP endpoint as routes for the HTTP app, which runs
-    ``mcp.session_manager.run()`` in its lifespan. The SDK's own Host/Origin check is off: the
-    app's BrowserGuardMiddleware and API keys stand in front of every route, this one too, with
-    the server's configured names rather than the SDK's loopback-only list."""
-    from mcp.server.transport_security import TransportSecuritySettings
-
-    app = mcp.streamable_http_app(
-        streamable_http_path=path,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )
-    return list(app.routes)
