@@ -25,19 +25,10 @@ import time
 from pathlib import Path
 
 import httpx
-from _common import OUT, ROOT, machine
+from _common import OUT, ROOT, machine, prepare_imports
 
-ACCEPT = {"Accept": "application/json, text/event-stream"}
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "bench", "version": "0"},
-    },
-}
+prepare_imports()
+from tests.mcp_wire import ACCEPT, INIT  # noqa: E402
 
 
 def _rss_mb(pid: int) -> float:

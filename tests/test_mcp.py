@@ -25,6 +25,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from tests import mcp_wire
 from tests.llm_server import ScriptedLLMServer
 from tests.server_fixtures import (  # noqa: F401 (fixtures are used as parameters)
     QUESTION,
@@ -175,22 +176,10 @@ def test_http_mcp_behind_api_keys_loads_under_root_only(
     url = serve(api_keys=["k1"], load_root=str(root))
 
     # The app's API key middleware covers /mcp: no key, no session.
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        },
-    }
-    accept = {"Accept": "application/json, text/event-stream"}
-    refused = httpx.post(f"{url}/mcp", json=init, headers=accept)
+    refused = mcp_wire.open_session(url)
     assert refused.status_code == 401
     assert refused.json()["error"]["code"] == "invalid_api_key"
-    wrong = httpx.post(f"{url}/mcp", json=init, headers=accept | {"Authorization": "Bearer no"})
-    assert wrong.status_code == 401
+    assert mcp_wire.open_session(url, "no").status_code == 401
 
     async def session_calls() -> None:
         async with _http(url, "k1") as session:

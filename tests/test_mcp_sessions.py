@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import httpx
 
+from tests.mcp_wire import open_session, session_headers
 from tests.server_fixtures import (  # noqa: F401 (fixtures are used as parameters)
     Serve,
     root,
@@ -19,26 +20,9 @@ from tests.server_fixtures import (  # noqa: F401 (fixtures are used as paramete
 )
 from tests.test_mcp import _data, _http
 
-ACCEPT = {"Accept": "application/json, text/event-stream"}
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "probe", "version": "0"},
-    },
-}
-
-
-def _open(url: str, key: str | None = None) -> httpx.Response:
-    auth = {"Authorization": f"Bearer {key}"} if key else {}
-    return httpx.post(f"{url}/mcp", json=INIT, headers=ACCEPT | auth, timeout=30)
-
 
 def _session(url: str, key: str | None = None) -> str:
-    resp = _open(url, key)
+    resp = open_session(url, key)
     assert resp.status_code == 200, resp.text
     return resp.headers["mcp-session-id"]
 
@@ -58,7 +42,7 @@ def test_one_key_cannot_take_every_mcp_session(serve: Serve) -> None:
     still open sessions; ending one makes room again."""
     url = serve(api_keys=["k1", "k2"], mcp_sessions_per_client=3, mcp_session_idle_s=60)
     mine = [_session(url, "k1") for _ in range(3)]
-    refused = _open(url, "k1")
+    refused = open_session(url, "k1")
     error = _error(refused, 429)
     assert error["code"] == "mcp_sessions_exceeded" and error["type"] == "rate_limit_error"
     assert "holds 3 (server.mcp_sessions_per_client=3)" in error["message"]
@@ -77,12 +61,7 @@ def test_one_key_cannot_take_every_mcp_session(serve: Serve) -> None:
     other = httpx.post(
         f"{url}/mcp",
         json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-        headers=ACCEPT
-        | {
-            "Authorization": "Bearer k2",
-            "Mcp-Session-Id": mine[1],
-            "Mcp-Protocol-Version": "2025-11-25",
-        },
+        headers=session_headers(mine[1]) | {"Authorization": "Bearer k2"},
     )
     assert _error(other, 404)["code"] == "mcp_session_not_found"
 
@@ -92,7 +71,7 @@ def test_idle_sessions_end_and_make_room(serve: Serve) -> None:
     server.mcp_session_idle_s; its id is then a 404 saying to initialize again."""
     url = serve(mcp_sessions_per_client=1, mcp_session_idle_s=1.0)
     first = _session(url)
-    refused = _open(url)
+    refused = open_session(url)
     _error(refused, 429)
     assert int(refused.headers["retry-after"]) == 1
     time.sleep(1.5)
@@ -100,7 +79,7 @@ def test_idle_sessions_end_and_make_room(serve: Serve) -> None:
     gone = httpx.post(
         f"{url}/mcp",
         json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-        headers=ACCEPT | {"Mcp-Session-Id": first, "Mcp-Protocol-Version": "2025-11-25"},
+        headers=session_headers(first),
     )
     error = _error(gone, 404)
     assert "initialize a new one" in error["hint"]
@@ -110,7 +89,7 @@ def test_the_server_wide_bound_is_a_503_with_retry_after(serve: Serve) -> None:
     url = serve(mcp_sessions_per_client=10, mcp_max_sessions=2, mcp_session_idle_s=30)
     _session(url)
     _session(url)
-    full = _open(url)
+    full = open_session(url)
     assert _error(full, 503)["code"] == "mcp_sessions_full"
     assert 1 <= int(full.headers["retry-after"]) <= 30
 
@@ -132,7 +111,7 @@ def test_an_sdk_client_works_within_the_bounds(serve: Serve) -> None:
 def test_every_refusal_of_the_mcp_transport_has_the_one_error_shape(serve: Serve) -> None:
     url = serve()
     session = _session(url)
-    headers = ACCEPT | {"Mcp-Session-Id": session, "Mcp-Protocol-Version": "2025-11-25"}
+    headers = session_headers(session)
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
 
     big = {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"x": "a" * 5_000_000}}

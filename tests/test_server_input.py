@@ -4,6 +4,7 @@ rejected uploads leave nothing on disk; a client that hangs up stops its search.
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from tests import mcp_wire
 from tests.llm_server import ScriptedLLMServer
 from tests.server_fixtures import (  # noqa: F401 (fixtures are used as parameters)
     QUESTION,
@@ -135,53 +137,11 @@ def test_rejected_uploads_leave_nothing_on_disk(serve: Serve, tmp_path: Path) ->
     assert sorted(p.name for p in uploads.iterdir()) == [".staging", "team"]
 
 
-def test_hung_up_client_stops_its_llm_calls(serve: Serve, llm_server: ScriptedLLMServer) -> None:
-    llm_server.latency = 1.0  # every LLM call takes a second: the search takes many
-    url = serve()
-    parts = urlsplit(url)
-    body = b'{"messages": [{"role": "user", "content": "' + QUESTION.encode() + b'"}]}'
-    request = (
-        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
-    ) + body
-    with socket.create_connection((parts.hostname, parts.port)) as sock:
-        sock.sendall(request)
-        deadline = time.monotonic() + 30
-        while not llm_server.requests:  # the search has started
-            assert time.monotonic() < deadline, "the search never called the LLM"
-            time.sleep(0.05)
-    # The client is gone. Calls already sent finish; no new one may start.
-    time.sleep(1.5)
-    after_hangup = len(llm_server.requests)
-    time.sleep(4)
-    assert len(llm_server.requests) == after_hangup, [
-        r["messages"][-1]["content"][:30] for r in llm_server.requests
-    ]
-    # The slot was given back: the server still answers.
-    llm_server.latency = 0.0
-    resp = httpx.post(f"{url}/v1/query", json={"question": QUESTION, "agent": "naive"}, timeout=60)
-    assert resp.status_code == 200 and "45 euros" in resp.json()["answer"]
-
-
 def _mcp_session(url: str) -> dict[str, str]:
     """An initialized MCP session's headers, opened over plain HTTP."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
-    accept = {"Accept": "application/json, text/event-stream"}
-    resp = httpx.post(f"{url}/mcp", json=init, headers=accept, timeout=30)
+    resp = mcp_wire.open_session(url)
     assert resp.status_code == 200, resp.text
-    headers = accept | {
-        "Mcp-Session-Id": resp.headers["mcp-session-id"],
-        "Mcp-Protocol-Version": "2025-11-25",
-    }
+    headers = mcp_wire.session_headers(resp.headers["mcp-session-id"])
     done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     assert httpx.post(f"{url}/mcp", json=done, headers=headers).status_code == 202
     return headers
@@ -194,7 +154,7 @@ def _raw_post(url: str, path: str, body: bytes, headers: dict[str, str]) -> byte
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
-@pytest.mark.parametrize("transport", ["mcp", "chat-stream"])
+@pytest.mark.parametrize("transport", ["chat", "chat-stream", "mcp"])
 def test_a_client_whose_socket_closes_stops_its_work_and_frees_its_slot(
     serve: Serve, llm_server: ScriptedLLMServer, transport: str
 ) -> None:
@@ -203,16 +163,14 @@ def test_a_client_whose_socket_closes_stops_its_work_and_frees_its_slot(
     search slot is free again (with one slot and no queue, a held slot is a 429)."""
     llm_server.latency = 1.0  # every LLM call takes a second: a deep search takes many
     url = serve(max_concurrent_searches=1, max_queued_searches=0)
-    question = QUESTION.encode()
     if transport == "mcp":
-        call = (
-            b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": '
-            b'"deep_search", "arguments": {"question": "' + question + b'"}}}'
-        )
-        request = _raw_post(url, "/mcp", call, _mcp_session(url))
+        arguments = {"name": "deep_search", "arguments": {"question": QUESTION}}
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": arguments}
+        request = _raw_post(url, "/mcp", json.dumps(call).encode(), _mcp_session(url))
     else:
-        chat = b'{"stream": true, "messages": [{"role": "user", "content": "' + question + b'"}]}'
-        request = _raw_post(url, "/v1/chat/completions", chat, {})
+        message = {"role": "user", "content": QUESTION}
+        chat = {"stream": transport == "chat-stream", "messages": [message]}
+        request = _raw_post(url, "/v1/chat/completions", json.dumps(chat).encode(), {})
     parts = urlsplit(url)
     with socket.create_connection((parts.hostname, parts.port)) as sock:
         sock.sendall(request)
