@@ -13,10 +13,13 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from deepsearcher.config import Settings
+from deepsearcher.server import create_app
 from tests.sample_docs import write_docs
+from tests.server_fixtures import _uvicorn
 
 REPO = Path(__file__).resolve().parent.parent
 OTHER_DOCS = {
@@ -62,6 +65,38 @@ def test_an_index_file_cut_short_is_rebuilt_on_the_next_open(
     answer = ds.query("When does the canteen serve lunch?", collections=["a", "b"])
     assert any("noon" in s.text for s in answer.sources)
     assert not any("could not be loaded" in n for n in answer.notes)
+
+
+def test_a_collection_that_cannot_be_opened_fails_alone(
+    tmp_path: Path, make_searcher: Any, settings: Settings
+) -> None:
+    """An index that cannot be read nor removed (its file is a folder here) leaves 'a' broken:
+    the server lists it with its error, refuses a search naming it with that error, and
+    answers everything else from 'b'; a rebuild of 'a' repairs it."""
+    db = _two_collections(tmp_path, make_searcher, settings)
+    [index] = _index_files(db, "a")
+    index.unlink()
+    index.mkdir()
+    ds = make_searcher(settings)
+    with _uvicorn(create_app(ds, settings, upload_dir=tmp_path / "uploads")) as url:
+        models = {m["id"]: m for m in httpx.get(f"{url}/v1/models").json()["data"]}
+        assert "error" not in models["b"] and models["b"]["chunks"] == 2
+        assert "collection 'a' could not be loaded" in models["a"]["error"]
+        assert "--collection a --rebuild" in models["a"]["error"]
+        assert str(tmp_path) not in models["a"]["error"]  # no server path to a client
+
+        named = httpx.post(f"{url}/v1/query", json={"question": "lunch?", "collections": ["a"]})
+        assert named.status_code == 503, named.text
+        assert "collection 'a' could not be loaded" in named.json()["error"]["message"]
+        unnamed = httpx.post(f"{url}/v1/query", json={"question": "When is lunch served?"})
+        assert unnamed.status_code == 200, unnamed.text
+        answer = unnamed.json()
+        assert answer["sources"] and {s["collection"] for s in answer["sources"]} == {"b"}
+        assert any("collection 'a' could not be loaded" in n for n in answer["notes"])
+
+    report = ds.load([tmp_path / "docs-a"], "a", rebuild=True)
+    assert report.files_new == 4
+    assert [(i.name, i.error) for i in ds.collections()] == [("a", None), ("b", None)]
 
 
 @pytest.fixture
