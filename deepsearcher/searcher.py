@@ -350,10 +350,9 @@ class DeepSearcher:
 
 
 def stream_replaced(answer: Answer) -> bool:
-    """Whether the answer's streamed text broke off and ``answer.answer`` replaces it."""
-    from deepsearcher.agents.base import STREAM_REPLACED
-
-    return STREAM_REPLACED in answer.notes
+    """Whether ``answer.answer`` replaces the text streamed so far (a broken stream written
+    again, or a repaired answer)."""
+    return answer.stream_replaced
 
 
 # The front ends (server, CLI) reach the layers below through this module; these are the

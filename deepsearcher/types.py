@@ -212,6 +212,9 @@ class Citation(Located):
     # The relevance judge kept this passage. False: no judge read it (naive RAG, no LLM) or it
     # was added unjudged or against a NO verdict to reach query.min_evidence.
     verified: bool = False
+    # The model wrote no [n] for this passage: attribution matched a sentence of the answer to
+    # it (the passage holds the sentence's terms and is closest to it in meaning).
+    attributed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -224,6 +227,7 @@ class Citation(Located):
             "text": self.text,
             "collection": self.collection,
             "verified": self.verified,
+            "attributed": self.attributed,
         }
         if self.record_id is not None:
             d["record_id"] = self.record_id
@@ -271,9 +275,31 @@ Mode = Literal["deep", "naive", "retrieval-only"]
 # Notes about what an answer stands on (the evidence floor, citations) start with this. They
 # describe the answer, not a failure on the way: asked again, the same answer has them again.
 EVIDENCE_NOTE = "evidence: "
-# What an answer stands on: passages the relevance judge kept ("verified"), passages no judge
+# What an answer stands on: passages the relevance judge kept and the model cited ("verified"),
+# passages matched to sentences the model left uncited ("attributed"), passages no judge
 # confirmed ("unverified": naive RAG, no LLM, or the judge kept too few), or nothing it cites.
-Evidence = Literal["verified", "unverified", "none"]
+Evidence = Literal["verified", "attributed", "unverified", "none"]
+HopStatus = Literal["answered", "not found", "skipped"]
+
+
+@dataclass
+class Hop:
+    """One lookup of a question's plan and its short answer. A dependent hop (``depends_on``)
+    is searched once the hops it depends on are answered, their answers put in place of
+    ``#k`` in ``question`` to make ``query``."""
+
+    index: int  # 1-based, in plan order
+    question: str  # as planned; "#k" stands for hop k's answer
+    query: str = ""  # as searched (empty while it waits for the hops it depends on)
+    depends_on: list[int] = field(default_factory=list)
+    answer: str = ""  # the short answer extracted from its passages ("" while not found)
+    status: HopStatus = "not found"
+    source: str | None = None  # label of the passage the answer was taken from
+    # Its number in the answer's sources or retrieved passages, once the answer is written.
+    n: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 @dataclass
@@ -298,6 +324,15 @@ class Answer:
     retrieved: list[Citation] = field(default_factory=list)
     # Cited sentences whose passages do not hold their key terms.
     unsupported_citations: list[str] = field(default_factory=list)
+    # Sentences of the answer that no passage it was given holds (nothing could be attributed).
+    unsupported_sentences: list[str] = field(default_factory=list)
+    # The lookups the question was broken into and what each found (deep search).
+    hops: list[Hop] = field(default_factory=list)
+    # Seconds from the start of the run to the first streamed token of the answer.
+    first_token_s: float | None = None
+    # The text streamed so far is not the answer: the stream broke off and was written again,
+    # or a citation standing for its fact was repaired. Front ends show ``answer`` again.
+    stream_replaced: bool = False
     # Set when the configured LLM refused the connection: what to tell the user (the answer
     # then lists passages). Front ends read this, not the note's text; JSON has the note.
     llm_unreachable: str | None = None
@@ -326,6 +361,14 @@ class Answer:
         }
         if self.unsupported_citations:
             d["unsupported_citations"] = list(self.unsupported_citations)
+        if self.unsupported_sentences:
+            d["unsupported_sentences"] = list(self.unsupported_sentences)
+        if self.hops:
+            d["hops"] = [h.to_dict() for h in self.hops]
+        if self.first_token_s is not None:
+            d["first_token_s"] = round(self.first_token_s, 3)
+        if self.stream_replaced:
+            d["stream_replaced"] = True
         if self.cut_short:
             d["cut_short"] = self.cut_short
         if self.notes:
@@ -352,6 +395,31 @@ class SubQueriesEvent(EventBase):
     type: Literal["sub_queries"] = field(default="sub_queries", init=False)
     queries: list[str] = field(default_factory=list)
     iteration: int = 0
+
+
+@dataclass
+class PlanEvent(EventBase):
+    """The lookups a question was broken into: ``depends_on[i]`` lists the earlier steps
+    (1-based) whose answers step i+1 needs; ``dropped`` the steps left out as restatements of
+    the question or of another step."""
+
+    type: Literal["plan"] = field(default="plan", init=False)
+    steps: list[str] = field(default_factory=list)
+    depends_on: list[list[int]] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+
+
+@dataclass
+class HopEvent(EventBase):
+    """A lookup of the plan got its short answer (``answer``, from ``source``) or none."""
+
+    type: Literal["hop"] = field(default="hop", init=False)
+    index: int = 0
+    question: str = ""
+    query: str = ""
+    answer: str = ""
+    source: str | None = None
+    status: HopStatus = "not found"
 
 
 @dataclass
@@ -411,7 +479,9 @@ class DoneEvent(EventBase):
 
 
 Event = (
-    SubQueriesEvent
+    PlanEvent
+    | HopEvent
+    | SubQueriesEvent
     | SearchEvent
     | VerdictEvent
     | ReflectionEvent

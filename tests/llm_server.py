@@ -11,11 +11,18 @@ A rule may reply with native ``tool_calls`` (``ToolCallsReply``); a server witho
 is a "400" fault matched on requests that carry ``tools``.
 
 Real servers and small models fail in ways the default responder does not; attributes imitate
-them: ``strict_judge`` (every verdict NO), ``logprobs`` (log-probabilities that lean to YES for
-relevant passages even when the word is NO), ``stream_usage = False`` (no usage in streams),
-``refuse`` (parameters answered with an error: ``response_format``, ``json_schema``,
-``logprobs``, ``stream_options``), ``copy_examples`` (replies that copy the prompt's example),
-and the "abort" fault (a stream that ends without a finish_reason).
+them: ``strict_judge`` (every verdict NO), ``keep_everything`` (every verdict YES: a judge whose
+verdicts tell nothing apart), ``logprobs`` (log-probabilities that lean to YES for relevant
+passages even when the word is NO), ``stream_usage = False`` (no usage in streams), ``refuse``
+(parameters answered with an error: ``response_format``, ``json_schema``, ``logprobs``,
+``stream_options``), ``copy_examples`` (replies that copy the prompt's example), the "abort"
+fault (a stream that ends without a finish_reason), and how a small model answers
+(``answer_style``): ``"no-markers"`` (a right answer with no ``[n]``), ``"marker-as-fact"``
+("The answer is [1]."), ``"first-hop"`` (the answer stops at the first lookup's fact).
+
+Prompts over passages put the ``<document>`` blocks first and the ``TASK:`` line after them; the
+task, its ``Question:``/``Lookup:`` lines and its instructions are read from the text outside
+the documents, so a passage that says "TASK: …" changes nothing.
 """
 
 from __future__ import annotations
@@ -103,20 +110,34 @@ def _last_user(req: Request) -> str:
     return ""
 
 
+_DOCUMENT_BLOCK = re.compile(r"<document[^>]*>.*?</document>", re.DOTALL)
+
+
+def outside_documents(text: str) -> str:
+    """The prompt without its quoted passages: the task and its instructions."""
+    return _DOCUMENT_BLOCK.sub("", text)
+
+
+def _task_line(text: str) -> str | None:
+    for line in outside_documents(text).splitlines():
+        if line.strip().startswith("TASK:"):
+            return line.strip()[len("TASK:") :].strip()
+    return None
+
+
 def _task_message(req: Request) -> str:
     # A format retry ends with RETRY_FORMAT, not a TASK line; answer the task it retries.
     users = [
         _content_text(m.get("content")) for m in req.get("messages", []) if m.get("role") == "user"
     ]
     return next(
-        (u for u in reversed(users) if u.lstrip().startswith("TASK:")), users[-1] if users else ""
+        (u for u in reversed(users) if _task_line(u) is not None), users[-1] if users else ""
     )
 
 
 def task_of(req: Request) -> str | None:
     """The ``TASK: <name>`` of the last user message, if it has one."""
-    first = _last_user(req).lstrip().split("\n", 1)[0].strip()
-    return first[len("TASK:") :].strip() if first.startswith("TASK:") else None
+    return _task_line(_last_user(req))
 
 
 def _matches(match: Match, req: Request) -> bool:
@@ -135,8 +156,9 @@ def _matches(match: Match, req: Request) -> bool:
 
 
 def _line_value(text: str, label: str) -> str:
-    m = re.search(rf"^{re.escape(label)}:[ \t]*(.*)$", text, re.MULTILINE)
-    return m.group(1).strip() if m else ""
+    """The value of the last ``label:`` line outside the documents (examples come first)."""
+    found = re.findall(rf"^{re.escape(label)}:[ \t]*(.*)$", outside_documents(text), re.MULTILINE)
+    return found[-1].strip() if found else ""
 
 
 def _content_words(text: str) -> set[str]:
@@ -159,44 +181,108 @@ def _relevant(keywords: set[str], body: str) -> bool:
     return bool(keywords & set(re.findall(r"[a-z0-9]+", body.lower())))
 
 
+def _judge_keywords(text: str) -> set[str]:
+    task = outside_documents(text)
+    asked = " ".join(
+        _line_value(task, label) for label in ("Question", "Lookup", "Lookups", "Search query")
+    )
+    return _content_words(asked)
+
+
 def judge_relevance(text: str) -> list[bool]:
     """The default judge: a passage is relevant when it shares a content word with the
-    question or the search query that found it."""
-    head = text.split("<document", 1)[0]
-    query = re.search(r"^Search quer[^:\n]*:[ \t]*(.*)$", head, re.MULTILINE)
-    keywords = _content_words(
-        _line_value(head, "Question") + " " + (query.group(1) if query else "")
-    )
+    question or the lookup that found it. Every passage of the prompt, in order."""
+    keywords = _judge_keywords(text)
     return [_relevant(keywords, body) for _, body in _documents(text)]
 
 
-def default_reply(req: Request) -> str:
+def judged_passages(text: str) -> list[bool]:
+    """The verdicts a judge prompt asks for: document n ("Is document 3 above useful"), or
+    documents first to last of a batch ("documents 1 to 8")."""
+    verdicts = judge_relevance(text)
+    task = outside_documents(text)
+    one = re.search(r"Is document (\d+) above useful", task)
+    if one:
+        n = int(one.group(1))
+        return verdicts[n - 1 : n]
+    span = re.search(r"documents (\d+) to (\d+) above", task)
+    if span:
+        return verdicts[int(span.group(1)) - 1 : int(span.group(2))]
+    return verdicts
+
+
+def _plan_reply(text: str) -> str:
+    question = _line_value(text, "Question")
+    described = re.search(r'only describes: "(.*?)"\.', outside_documents(text))
+    if described:
+        phrase = described.group(1)
+        return json.dumps(
+            {"steps": [f"Who or what is {phrase}?", question.replace(phrase, "#1")]}
+        )
+    parts = [p.strip(" ?.,") for p in question.split(" and ") if p.strip(" ?.,")]
+    steps = [f"{p}?" for p in parts] if len(parts) > 1 else [question]
+    limit = re.search(r"at most (\d+)", text)
+    return json.dumps({"steps": steps[: int(limit.group(1))] if limit else steps})
+
+
+def _extract_reply(text: str) -> str:
+    """The lookup's answer from the passage sharing most content words with the lookup: for
+    "who" a run of capitalised words (a name), else the first words of its first sentence."""
+    lookup = _line_value(text, "Lookup")
+    keywords = _content_words(lookup)
+    scored = [
+        (len(keywords & set(re.findall(r"[a-z0-9]+", body.lower()))), n, body)
+        for n, body in _documents(text)
+    ]
+    best = max(scored, key=lambda t: t[0], default=(0, "", ""))
+    if not best[0]:
+        return json.dumps({"answer": "", "document": 0})
+    _, n, body = best
+    names = re.findall(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b", body)
+    if lookup.lower().startswith("who") and names:
+        answer = names[0]
+    else:
+        sentences = re.split(r"(?<=[.!?])\s+|\n+", body.strip())
+        sentence = max(
+            sentences, key=lambda t: len(keywords & set(re.findall(r"[a-z0-9]+", t.lower())))
+        )
+        answer = " ".join(sentence.split()[:8]).rstrip(".,;:")
+    return json.dumps({"answer": answer, "document": int(n or 1)})
+
+
+def _answer_reply(text: str, style: str) -> str:
+    docs = _documents(text)
+    if not docs:
+        return NO_ANSWER
+    first = next((body for n, body in docs if n == "1"), docs[0][1]).strip()
+    sentence = re.split(r"(?<=[.!?])\s+", first, maxsplit=1)[0].strip()
+    facts = re.findall(r"^- .*? (\S.*?) \[(\d+)\]$", outside_documents(text), re.MULTILINE)
+    if style == "marker-as-fact":
+        return "The answer to the question is [1]."
+    if style == "first-hop" and facts:
+        return f"The answer is {facts[0][0]} [{facts[0][1]}]."
+    if style == "no-markers":
+        return sentence
+    return f"{sentence} [1]"
+
+
+def default_reply(req: Request, answer_style: str = "") -> str:
     """Deterministic replies per prompt task; see the module docstring."""
     text = _task_message(req)
-    first = text.lstrip().split("\n", 1)[0].strip()
-    task = first[len("TASK:") :].strip() if first.startswith("TASK:") else None
-    if task == "decompose":
-        question = _line_value(text, "Question")
-        limit = re.search(r"at most (\d+)", text)
-        queries = [question]
-        if " and " in question:
-            queries += [p.strip(" ?.,") for p in question.split(" and ") if p.strip(" ?.,")]
-        unique = list(dict.fromkeys(queries))
-        return json.dumps(unique[: int(limit.group(1))] if limit else unique)
+    task = _task_line(text)
+    if task == "plan":
+        return _plan_reply(text)
     if task in ("judge", "judge-batch"):
-        verdicts = ["YES" if v else "NO" for v in judge_relevance(text)]
+        verdicts = ["YES" if v else "NO" for v in judged_passages(text)]
         if task == "judge":
             return verdicts[0] if verdicts else "NO"
         return json.dumps(verdicts)
+    if task == "extract":
+        return _extract_reply(text)
     if task == "reflect":
         return "[]"
     if task == "answer":
-        docs = _documents(text)
-        if not docs:
-            return NO_ANSWER
-        first = next((body for n, body in docs if n == "1"), docs[0][1]).strip()
-        sentence = re.split(r"(?<=[.!?])\s+", first, maxsplit=1)[0].strip()
-        return f"{sentence} [1]"
+        return _answer_reply(text, answer_style)
     if task == "route":
         names = [
             line[2:].strip().split()[0].rstrip(":,")
@@ -335,9 +421,14 @@ class ScriptedLLMServer:
         # feature do: "response_format", "logprobs", "stream_options", "tools", or
         # "json_schema" (only response_format of that type, a 500 as llama-cpp-python sends);
         self.refuse: set[str] = set()
-        # decompose / reflect replies that copy the prompt's example (format
+        # plan / reflect replies that copy the prompt's example (format
         # retries too: a model that always copies).
         self.copy_examples = False
+        # a judge that says YES to every passage (verdicts that tell nothing apart);
+        self.keep_everything = False
+        # how the answer is written: "" (one cited sentence), "no-markers", "marker-as-fact",
+        # "first-hop" (see the module docstring).
+        self.answer_style = ""
         self.requests: list[Request] = []
         self.max_in_flight = 0
         self._in_flight = 0
@@ -437,14 +528,18 @@ class ScriptedLLMServer:
             reply = rule.reply(req) if callable(rule.reply) else rule.reply
             return fault, reply, latency
         task = task_of(req)
-        asked = _task_message(req).lstrip().split("\n", 1)[0].removeprefix("TASK:").strip()
-        if self.copy_examples and asked in ("decompose", "reflect"):
-            example = re.search(r'\{"queries": \[[^\]\n]*\]\}', _task_message(req))
+        asked = _task_line(_task_message(req))
+        if self.copy_examples and asked in ("plan", "reflect"):
+            example = re.search(
+                r'\{"(?:queries|steps)": \[[^\]\n]*\]\}', outside_documents(_task_message(req))
+            )
             if example:
                 return fault, example.group(0), latency
-        if self.strict_judge and task == "judge":
-            return fault, "NO", latency
-        return fault, default_reply(req), latency
+        if task in ("judge", "judge-batch") and (self.strict_judge or self.keep_everything):
+            word = "NO" if self.strict_judge else "YES"
+            count = len(judged_passages(_task_message(req)))
+            return fault, word if task == "judge" else json.dumps([word] * count), latency
+        return fault, default_reply(req, self.answer_style), latency
 
     def _enter(self) -> None:
         with self._lock:
@@ -461,12 +556,13 @@ def _logprobs(reply: str, req: Request, strict: bool) -> dict[str, Any]:
     alternatives carry the judge's doubt: a relevant passage gets P(YES) 0.9 (0.3 from a
     strict judge, which still says NO), an unrelated one 0.05 (0.01)."""
     task = task_of(req)
-    relevant = judge_relevance(_task_message(req)) if task == "judge" else []
+    judging = task in ("judge", "judge-batch")
+    relevant = iter(judged_passages(_task_message(req)) if judging else [])
     content = []
     for piece in _pieces(reply):
-        word = piece.strip().strip("\"'{}:,").lower()
-        if task == "judge" and word in ("yes", "no"):
-            if relevant and relevant[0]:
+        word = piece.strip().strip("\"'{}:,[]").lower()
+        if judging and word in ("yes", "no"):
+            if next(relevant, False):
                 p_yes = 0.3 if strict else 0.9
             else:
                 p_yes = 0.01 if strict else 0.05

@@ -25,6 +25,7 @@ from deepsearcher.types import Usage
 
 # One passage as the product's prompts delimit it (render_document); group 1 is its text.
 DOCUMENT = re.compile(r"<document[^>]*>\n(.*?)\n</document>", re.S)
+DOCUMENT_BLOCK = re.compile(r"<document[^>]*>.*?</document>", re.S)
 
 # A list of ToolCall replies with native tool calls (when the call offered tools); a Completion
 # is returned as it is (to script log-probabilities or usage).
@@ -56,10 +57,13 @@ def prompt_of(messages: Sequence[Message]) -> str:
 
 
 def task_of(messages: Sequence[Message]) -> str:
-    """The ``TASK:`` name of the call's first user prompt ("judge", "answer", ...)."""
+    """The ``TASK:`` name of the call's first user prompt ("judge", "answer", ...): its first
+    ``TASK:`` line outside the quoted passages (prompts over passages put them first)."""
     first = next((m["content"] for m in messages if m["role"] == "user"), "")
-    line = first.lstrip().split("\n", 1)[0]
-    return line.removeprefix("TASK:").strip() if line.startswith("TASK:") else ""
+    for line in DOCUMENT_BLOCK.sub("", first).splitlines():
+        if line.startswith("TASK:"):
+            return line.removeprefix("TASK:").strip()
+    return ""
 
 
 class ScriptedChatModel:

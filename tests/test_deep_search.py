@@ -15,7 +15,7 @@ import pytest
 
 from deepsearcher.config import Settings
 from deepsearcher.errors import CollectionNotFoundError
-from deepsearcher.types import Answer
+from deepsearcher.types import EVIDENCE_NOTE, Answer
 from tests.llm_server import GARBAGE_REPLY, ScriptedLLMServer, task_of
 from tests.sample_docs import DOCS
 from tests.sample_docs import write_docs as _write_docs
@@ -75,27 +75,29 @@ def test_deep_search_answers_with_valid_citations(
         )
     assert store.count("docs") > 0
     types = [e.type for e in events]
-    assert (
-        types[0] == "sub_queries"
-        and "search" in types
-        and "verdict" in types
-        and types[-1] == "done"
-    )
+    assert types[:2] == ["plan", "sub_queries"] and types[-1] == "done"
+    assert {"search", "verdict", "hop"} <= set(types)
     assert answer.usage.llm_calls == len(llm_server.requests)
     assert answer.usage.prompt_tokens > 0 and answer.usage.completion_tokens > 0
-    assert answer.chunks_kept + answer.chunks_dropped == llm_server.count("judge")
+    # The two parts were looked up apart, each answered from a passage.
+    assert [h.status for h in answer.hops] == ["answered", "answered"]
+    verdicts = [e for e in events if e.type == "verdict"]
+    assert answer.chunks_kept + answer.chunks_dropped == len(verdicts) > 0
 
 
 def test_sub_queries_are_capped(
     loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
 ) -> None:
     many = [f"query number {i} about robots" for i in range(9)]
-    llm_server.add_rule("TASK: decompose", json.dumps(many))
+    llm_server.add_rule("TASK: plan", json.dumps({"steps": many}))
     ds = make_searcher(_with_llm(loaded, llm_server, max_sub_queries=4, max_iter=1))
     answer, events = _run(ds, "Tell me about robots")
+    plan = next(e for e in events if e.type == "plan")
+    assert plan.steps == many[:4]  # at most query.max_sub_queries lookups
     first = next(e for e in events if e.type == "sub_queries")
-    assert first.queries == many[:4]
-    assert answer.sub_queries == many[:4]
+    # The question itself is searched first; the round holds at most 4 queries.
+    assert first.queries == ["Tell me about robots", *many[:3]]
+    assert answer.sub_queries == first.queries
     assert len([e for e in events if e.type == "search"]) == 4
 
 
@@ -103,6 +105,7 @@ def test_max_iter_stops_the_loop(
     loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
 ) -> None:
     counter = iter(range(1000))
+    llm_server.add_rule("TASK: extract", '{"answer": "", "document": 0}')  # never found
     llm_server.add_rule(
         "TASK: reflect", lambda _req: json.dumps([f"gap query {next(counter)} offices"])
     )
@@ -111,26 +114,31 @@ def test_max_iter_stops_the_loop(
     assert answer.iterations == 3
     assert llm_server.count("reflect") == 2  # no reflection after the last iteration
     assert llm_server.count("answer") == 1
+    assert [h.status for h in answer.hops] == ["not found"]
 
 
 def test_no_chunk_is_judged_twice(
     loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
 ) -> None:
     # Every iteration searches near-identical queries, so the same chunks come back each time.
-    counter = iter(range(1000))
-    llm_server.add_rule(
-        "TASK: reflect", lambda _req: json.dumps([f"NR-7 robot payload battery {next(counter)}"])
-    )
-    ds = make_searcher(_with_llm(loaded, llm_server, max_iter=3, top_k=4))
+    llm_server.add_rule("TASK: extract", '{"answer": "", "document": 0}')  # keep searching
+    # Other words each time (a restatement would not be searched), the same passages back.
+    gaps = iter([["NR-7 arm twelve kilograms"], ["battery supplier Kestrel"], ["robot lithium"]])
+    llm_server.add_rule("TASK: reflect", lambda _req: json.dumps(next(gaps)))
+    ds = make_searcher(_with_llm(loaded, llm_server, max_iter=3, top_k=4, rerank="llm"))
     answer, events = _run(ds, "NR-7 robot payload battery")
+    assert answer.iterations == 3
     judged = [e.chunk_id for e in events if e.type == "verdict"]
     assert len(judged) == len(set(judged))
+
+    def judged_text(content: str) -> str:
+        n = int(re.search(r"Is document (\d+) above", content).group(1))
+        return re.findall(r"<document[^>]*>\n(.*?)\n</document>", content, re.S)[n - 1]
+
     judge_docs = [
-        re.search(r"<document[^>]*>\n(.*?)\n</document>", r["messages"][-1]["content"], re.S).group(
-            1
-        )
+        judged_text(r["messages"][-1]["content"])
         for r in llm_server.requests
-        if r["messages"][-1]["content"].startswith("TASK: judge")
+        if task_of(r) == "judge"
     ]
     assert len(judge_docs) == len(set(judge_docs)) == len(judged)
     assert answer.chunks_retrieved > len(judged)  # repeats were retrieved but not re-judged
@@ -145,12 +153,11 @@ MANY = {
 def test_verdicts_run_concurrently(
     tmp_path: Path, settings: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
 ) -> None:
-    s = _with_llm(settings, llm_server, max_iter=1, top_k=10, max_sub_queries=1)
+    s = _with_llm(settings, llm_server, max_iter=1, top_k=10, max_sub_queries=1, rerank="llm")
     s.llm.max_concurrency = 8
     ds = make_searcher(s)
     ds.load([_write_docs(tmp_path / "many", MANY)], "docs")
     llm_server.latency = 0.1
-    llm_server.add_rule("TASK: decompose", '["warehouse robot pallets"]')
 
     asyncio.run(ds.aquery("warehouse robot pallets"))
     assert llm_server.count("judge") == 10
@@ -161,10 +168,11 @@ def test_verdicts_run_concurrently(
 def test_budget_stop_answers_with_what_it_has(
     loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
 ) -> None:
-    ds = make_searcher(_with_llm(loaded, llm_server, max_llm_calls=4, top_k=5))
+    # plan, verdicts, then the lookup's answer would leave the answer no call: cut short.
+    ds = make_searcher(_with_llm(loaded, llm_server, max_llm_calls=3, top_k=5))
     answer, events = _run(ds, "What does the Lyon office have?")
     assert answer.cut_short and "budget" in answer.cut_short
-    assert answer.usage.llm_calls <= 4
+    assert answer.usage.llm_calls <= 3
     assert llm_server.count("answer") == 1 and answer.answer
     assert any(e.type == "note" and "cut short" in e.message for e in events)
     assert "cut short" in llm_server.requests[-1]["messages"][-1]["content"]
@@ -175,27 +183,28 @@ def test_garbage_verdicts_degrade_visibly(
 ) -> None:
     llm_server.add_rule("TASK: judge", GARBAGE_REPLY)
     ds = make_searcher(_with_llm(loaded, llm_server, max_iter=1, top_k=3, max_sub_queries=1))
-    llm_server.add_rule("TASK: decompose", '["Lyon office"]')
     answer, _ = _run(ds, "Lyon office")
-    assert answer.chunks_kept == 0 and answer.chunks_dropped == 3
-    assert any("dropped" in n for n in answer.notes)
-    # One retry per verdict with the problem stated, then dropped.
-    assert llm_server.count("judge") == 3
+    # Unusable verdicts judge nothing away: the passages stay, unverified, and a note says so.
+    assert answer.chunks_kept == 0 and answer.chunks_dropped == 0
+    assert any("3 chunk(s) unjudged: verdict failed" in n for n in answer.notes)
+    # One retry with the problem stated, then the round goes on without verdicts.
+    assert llm_server.count("judge-batch") == 1
     retries = [
         r for r in llm_server.requests if "could not be used" in r["messages"][-1]["content"]
     ]
-    assert len(retries) == 3
+    assert len(retries) == 1
     assert llm_server.count("answer") == 1
+    assert answer.sources and not any(s.verified for s in answer.sources)
 
 
 def test_server_errors_are_retried_and_the_run_completes(
     loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
 ) -> None:
-    llm_server.add_fault("500", times=1, match="TASK: decompose")
+    llm_server.add_fault("500", times=1, match="TASK: plan")
     llm_server.add_fault("429", times=2, match="TASK: judge")
     ds = make_searcher(_with_llm(loaded, llm_server, max_iter=1))
     answer, _ = _run(ds, "Who is the office manager in Austin?")
-    assert answer.answer and not answer.notes
+    assert answer.answer and not [n for n in answer.notes if not n.startswith(EVIDENCE_NOTE)]
     assert answer.sources
 
 
@@ -252,9 +261,7 @@ def test_naive_agent_makes_one_answer_call(
     ds = make_searcher(_with_llm(loaded, llm_server))
     answer, _ = _run(ds, "How often do administrator passwords change?", agent="naive")
     assert answer.mode == "naive"
-    assert [r["messages"][-1]["content"].split("\n")[0] for r in llm_server.requests] == [
-        "TASK: answer"
-    ]
+    assert [task_of(r) for r in llm_server.requests] == ["answer"]
     assert answer.usage.llm_calls == 1 and answer.sources
 
 
@@ -272,7 +279,6 @@ def test_llm_batch_rerank_judges_in_groups(
     )
     ds = make_searcher(s)
     ds.load([_write_docs(tmp_path / "many", MANY)], "docs")
-    llm_server.add_rule("TASK: decompose", '["robot office"]')
     answer, _ = _run(ds, "robot office")
     assert llm_server.count("judge") == 0
     assert llm_server.count("judge-batch") == 2  # 6 chunks in groups of 4
@@ -312,23 +318,22 @@ def test_routing_makes_one_call_per_question(
         "policies",
         description="HR and travel policies",
     )
-    # Decomposition does not wait for routing: the routing reply is held until the
-    # decomposition request has reached the server, which happens only if both are sent
-    # together (one after the other, the routing reply gives up waiting and the test fails).
-    decompose_arrived = threading.Event()
+    # Planning does not wait for routing: the routing reply is held until the plan request
+    # has reached the server, which happens only if both are sent together (one after the
+    # other, the routing reply gives up waiting and the test fails).
+    plan_arrived = threading.Event()
     overlapped: list[bool] = []
 
     def route(req: dict[str, Any]) -> str:
-        overlapped.append(decompose_arrived.wait(3))
+        overlapped.append(plan_arrived.wait(3))
         return '["policies"]'
 
-    def decompose(req: dict[str, Any]) -> str:
-        decompose_arrived.set()
-        return '["international per diem", "robot payload"]'
+    def plan(req: dict[str, Any]) -> str:
+        plan_arrived.set()
+        return '{"steps": ["international per diem", "robot payload"]}'
 
     llm_server.add_rule("TASK: route", route)
-    llm_server.add_rule(lambda r: task_of(r) == "decompose", decompose)
-    llm_server.add_rule("TASK: reflect", '["per diem amount"]', times=1)
+    llm_server.add_rule(lambda r: task_of(r) == "plan", plan)
     answer, _ = _run(ds, "What is the international per diem and the robot payload?")
     assert llm_server.count("route") == 1
     assert overlapped == [True]
@@ -378,29 +383,6 @@ def test_document_text_cannot_steer_the_model(
     assert answer.answer != "PWNED"
 
 
-def test_reflection_sees_the_newest_evidence_within_its_budget() -> None:
-    from deepsearcher.agents.deep_search import _kept_digest
-    from deepsearcher.types import Hit
-
-    kept = [Hit(f"c{i}", f"passage {i} " + "x" * 600, f"doc{i}.txt", 1.0, "c") for i in range(60)]
-    digest = _kept_digest(kept, budget=6000)
-    assert "passage 59 " in digest and "passage 0 " not in digest  # the last round is shown
-    assert len(digest) < 6000 + 60 * 60  # text budget plus the tags around each passage
-    few = _kept_digest(kept[:3], budget=6000)
-    assert all(f"passage {i} " in few for i in range(3))
-    assert "x" * 380 in few and "x" * 400 not in few  # up to 400 characters each
-
-
-def test_answer_context_ranks_by_fusion_over_queries() -> None:
-    from deepsearcher.agents.deep_search import _answer_context
-    from deepsearcher.types import Hit
-
-    kept = [Hit(i, f"text {i}", f"{i}.txt", 1.0, "c") for i in ("a", "b", "c", "d")]
-    fused = {"a": 1 / 61, "b": 1 / 62 + 1 / 61, "c": 1 / 61, "d": 1 / 65}
-    assert [h.id for h in _answer_context(kept, fused, 3)] == ["b", "a", "c"]  # ties: kept order
-    assert [h.id for h in _answer_context(kept, fused, 10)] == ["b", "a", "c", "d"]
-
-
 ROBOTS_AND_MANAGER = {
     **{
         f"robot_{i}.txt": f"The NR-{i} robot arm lifts a payload of {i + 2} kilograms."
@@ -413,19 +395,17 @@ ROBOTS_AND_MANAGER = {
 def test_answer_gets_the_passages_most_queries_found_when_context_is_full(
     tmp_path: Path, settings: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
 ) -> None:
-    # Two passages are kept and the answer has room for one: the passage two sub-queries
-    # found goes in, whatever order the verdicts arrived in.
+    # The answer has room for one passage: the one two of the round's queries found goes in
+    # (reciprocal rank fusion over the round's queries), whatever order they came in.
     s = _with_llm(settings, llm_server, max_iter=1, top_k=1, max_context_chunks=1)
     ds = make_searcher(s)
     ds.load([_write_docs(tmp_path / "corpus", ROBOTS_AND_MANAGER)], "docs")
     llm_server.add_rule(
-        "TASK: decompose",
-        '["NR-1 robot arm payload", "Who is the Austin office manager?", '
-        '"Rafael Ortega office manager of the Austin office"]',
+        "TASK: plan",
+        '{"steps": ["NR-1 robot arm payload", "Who is the Austin office manager?", '
+        '"Rafael Ortega office manager of the Austin office"]}',
     )
-    llm_server.add_rule("TASK: judge", "YES")
     answer, _ = _run(ds, "Which robot lifts the most, and who manages the Austin office?")
-    assert answer.chunks_kept == 2  # the two Austin queries retrieved the same chunk
     prompt = next(r for r in llm_server.requests if task_of(r) == "answer")
     documents = re.findall(r"<document[^>]*>", prompt["messages"][-1]["content"])
     assert len(documents) == 1 and "austin.txt" in documents[0], documents
@@ -497,14 +477,10 @@ def test_injected_file_text_and_path_reach_no_prompt_unquoted(
     # Cite every passage, so the source list does not depend on which one ranks first.
     llm_server.add_rule("TASK: answer", "Kestrel Energy supplies the battery [1][2][3][4].")
     answer, _ = _run(ds, "Who supplies the battery?")
-    prompts_with_payload = [
-        r["messages"][-1]["content"]
-        for r in llm_server.requests
-        if "PWNED" in r["messages"][-1]["content"]
-    ]
-    tasks = {p.split("\n", 1)[0] for p in prompts_with_payload}
-    assert {"TASK: judge", "TASK: answer"} <= tasks  # both payloads reached the prompts ...
-    for prompt in prompts_with_payload:  # ... and only ever inside a document block
+    with_payload = [r for r in llm_server.requests if "PWNED" in r["messages"][-1]["content"]]
+    tasks = {task_of(r) for r in with_payload}
+    assert {"judge-batch", "extract", "answer"} <= tasks  # the payloads reached the prompts ...
+    for prompt in (r["messages"][-1]["content"] for r in with_payload):  # ... only quoted
         assert "PWNED" not in _outside_documents(prompt), prompt
     assert any("PWNED" in s.source for s in answer.sources)  # the real path is kept for the user
 
@@ -514,6 +490,7 @@ def test_a_citation_in_a_reflection_is_retried_not_searched(
 ) -> None:
     # Issue #12: a reflection that ended with "[1]" was read as the query list ["1"], and "1"
     # was searched. Now the reply is refused with the problem stated, and the retry is used.
+    llm_server.add_rule("TASK: extract", '{"answer": "", "document": 0}')
     llm_server.add_rule("TASK: reflect", "[]")
     llm_server.add_rule(
         "TASK: reflect", "The passages already name the office manager [1]", times=1
@@ -526,7 +503,7 @@ def test_a_citation_in_a_reflection_is_retried_not_searched(
     reflections = [r for r in llm_server.requests if "TASK: reflect" in json.dumps(r)]
     assert len(reflections) == 2  # the reply, then its retry with the problem stated
     assert "list of strings" in reflections[1]["messages"][-1]["content"]
-    assert not answer.notes
+    assert not [n for n in answer.notes if not n.startswith(EVIDENCE_NOTE)]
 
 
 # -- deadlines ----------------------------------------------------------------------------------
@@ -564,7 +541,9 @@ def test_an_answer_cut_off_by_the_deadline_keeps_its_text(
     answer, events = _run(ds, "How often do administrator passwords change?", agent="naive")
     assert time.monotonic() - started < 3 + 5
     streamed = "".join(e.text for e in events if e.type == "answer_delta")
-    assert streamed == "Passwords change " and answer.answer == "Passwords change"
+    assert streamed == "Passwords change "
+    # What was written is kept, cited to the passage that holds it (the model had no time to).
+    assert answer.answer == "Passwords change [1]" and answer.evidence == "attributed"
     assert answer.cut_short == "time budget of 3s reached (query.timeout_s)"
     assert any(e.type == "note" and e.message.startswith("answer cut short") for e in events)
 
@@ -644,20 +623,24 @@ def test_cli_with_an_unreachable_llm_shows_passages_and_one_error(loaded: Settin
 # -- a model weaker than the scripted default, through the real client ----------------------
 
 
-def test_a_judge_that_says_no_still_answers_from_unverified_evidence(
+def test_a_judge_that_says_no_to_everything_judges_nothing_away(
     loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
 ) -> None:
     llm_server.strict_judge = True
     ds = make_searcher(_with_llm(loaded, llm_server, max_iter=2, min_evidence=3))
-    answer, _events = _run(ds, "Who is the office manager in Austin?")
-    assert answer.chunks_kept == 0 and answer.chunks_dropped > 0
-    # It kept looking: reflection returned nothing, the loop searched reformulations.
-    assert answer.iterations == 2 and llm_server.count("reflect") == 1
-    assert answer.evidence == "unverified"
+    answer, events = _run(ds, "Who is the office manager in Austin?")
+    verdicts = [e for e in events if e.type == "verdict"]
+    assert verdicts and not any(e.kept for e in verdicts)
+    # NO to every passage tells none apart: the passages stay, ranked by retrieval,
+    # unverified, and no more verdicts are asked for.
+    assert any("dropped all" in n and "ranked by retrieval" in n for n in answer.notes)
+    assert llm_server.count("judge-batch") == 1
     assert answer.sources and not any(s.verified for s in answer.sources)
-    assert any("fewer than query.min_evidence" in n for n in answer.notes)
+    assert answer.evidence in ("unverified", "attributed")
     (answer_call,) = [r for r in llm_server.requests if task_of(r) == "answer"]
-    assert answer_call["messages"][-1]["content"].count("<document") == 3
+    given = answer_call["messages"][-1]["content"].count("<document")
+    assert given == len(verdicts)  # every judged passage reached the answer
+    assert any("Rafael Ortega" in s.text for s in answer.sources)
 
 
 def test_log_probabilities_keep_what_a_strict_judge_doubts(
@@ -675,10 +658,8 @@ def test_log_probabilities_keep_what_a_strict_judge_doubts(
     assert answer.evidence == "verified" and "Rafael Ortega" in answer.sources[0].text
     judge_calls = [r for r in llm_server.requests if task_of(r) == "judge"]
     assert all(r["logprobs"] is True and r["top_logprobs"] == 5 for r in judge_calls)
-    # The sub-query that found the passage is in the judge's prompt with the question.
-    assert all(
-        "Search query that found the passage: " in r["messages"][-1]["content"] for r in judge_calls
-    )
+    # The round's lookup is in the judge's prompt with the question.
+    assert all("Lookup: " in r["messages"][-1]["content"] for r in judge_calls)
 
 
 def test_a_server_without_structured_output_or_logprobs_is_asked_plainly(
@@ -687,15 +668,13 @@ def test_a_server_without_structured_output_or_logprobs_is_asked_plainly(
     llm_server.refuse = {"response_format", "logprobs"}
     ds = make_searcher(_with_llm(loaded, llm_server, max_iter=1, max_llm_calls=120))
     answer, _ = _run(ds, "Who is the office manager in Austin?")
-    assert answer.evidence == "verified" and not answer.notes
-    answered = [r for r in llm_server.requests if task_of(r) == "answer"]
-    assert answered and "Rafael Ortega" in answer.sources[0].text
-    refused = [r for r in llm_server.requests if "response_format" in r or "logprobs" in r]
-    judged = [r for r in llm_server.requests if task_of(r) == "judge"]
-    # Refused by the first calls (those in flight together), then not asked again.
-    assert 0 < len(refused) < len(judged)
-    last = llm_server.requests[-2]  # the last call before the answer
-    assert "response_format" not in last and "logprobs" not in last
+    assert not [n for n in answer.notes if not n.startswith(EVIDENCE_NOTE)]
+    assert answer.sources and "Rafael Ortega" in answer.sources[0].text
+    asked = ["response_format" in r or "logprobs" in r for r in llm_server.requests]
+    # Refused by the first call that asked, then never asked again.
+    assert any(asked)
+    last_refused = max(i for i, a in enumerate(asked) if a)
+    assert not any(asked[last_refused + 2 :])  # after its retry, plain requests only
 
 
 def test_usage_is_estimated_and_binds_when_the_server_sends_none_in_streams(
@@ -723,7 +702,7 @@ def test_a_reply_copying_the_prompt_example_is_never_searched(
     assert not any("<" in q or "as strings" in q for q in answer.sub_queries)
     assert answer.sub_queries[0] == "Who is the office manager in Austin?"
     assert any(
-        n.startswith("decomposition failed") and "copies the example" in n for n in answer.notes
+        n.startswith("planning failed") and "copy the examples" in n for n in answer.notes
     ), answer.notes
 
 
@@ -733,7 +712,7 @@ def test_an_answer_stream_the_server_aborts_is_written_again_without_streaming(
     llm_server.add_fault("abort", match=lambda r: bool(r.get("stream")))
     ds = make_searcher(_with_llm(loaded, llm_server))
     answer, events = _run(ds, "Who is the office manager in Austin?")
-    assert answer.answer.endswith("[1]") and answer.sources
+    assert "[1]" in answer.answer and answer.sources
     streamed = "".join(e.text for e in events if e.type == "answer_delta")
     assert streamed and streamed != answer.answer  # the first words, then the break
     assert any("broke off" in n and "written again" in n for n in answer.notes)

@@ -1,36 +1,39 @@
 """Deep search with a model weaker or stricter than the scripted default, in-process: a judge
-that says NO, log-probabilities that disagree with the word, a reflection that gives up,
-sub-queries that point back into the question, replies that copy the prompt's example,
-answers whose citations do not hold. The HTTP path of each is in test_deep_search.py."""
+that says NO (or YES) to everything, log-probabilities that disagree with the word, replies
+that copy the prompt's example, answers whose citations do not hold. The HTTP path of each is
+in test_deep_search.py and test_deep_search_hops.py."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import math
+import re
 from typing import Any
 
 from deepsearcher.agents import DeepSearchAgent, NaiveRAGAgent
 from deepsearcher.agents.citations import unsupported_citations
-from deepsearcher.agents.judge import yes_no_margin
+from deepsearcher.agents.judge import yes_no_margin, yes_no_margins
 from deepsearcher.agents.parsing import OutputParseError, parse_queries
-from deepsearcher.agents.queries import fallback_reformulations, standalone
+from deepsearcher.agents.queries import standalone
 from deepsearcher.config import Settings
 from deepsearcher.llm import Completion, TokenLogprob
 from deepsearcher.options import QueryOptions
 from deepsearcher.retrieval import Retriever
-from deepsearcher.types import Answer, Event, Hit, Usage
+from deepsearcher.types import Answer, Event, Usage
 from tests.memory_index import CORPUS, MODEL, MemoryStore, WordHashEmbedder
 from tests.scripted_model import DOCUMENT, ScriptedChatModel
-
-ALL_TEXTS = [t for texts in CORPUS.values() for t in texts]
 
 
 def _agent(llm: ScriptedChatModel, naive: bool = False, **query: Any) -> Any:
     settings = Settings()
     settings.embedding.model = MODEL
+    # The bag-of-words test embedder has its own cosine scale: attribution rests on its
+    # term checks here (test_attribution.py covers the threshold with the real embedder).
+    settings.query.attribution_threshold = 0.0
     for key, value in query.items():
-        setattr(settings.query, key, value)
+        section = settings.llm if key == "llm_judge_threshold" else settings.query
+        setattr(section, key.removeprefix("llm_"), value)
     embedder = WordHashEmbedder()
     store = MemoryStore(embedder)
     store.add("docs", CORPUS)
@@ -53,86 +56,82 @@ def _notes(events: list[Event]) -> list[str]:
     return [e.message for e in events if e.type == "note"]
 
 
+def _asked_passage(prompt: str) -> str:
+    """The passage a one-verdict judge prompt asks about."""
+    n = int(re.search(r"Is document (\d+) above", prompt).group(1))  # type: ignore[union-attr]
+    return DOCUMENT.findall(prompt)[n - 1]
+
+
 def _verdict(word: str, p_yes: float) -> Completion:
     """A judge reply with log-probabilities: ``word`` said, P(YES) = ``p_yes``."""
     top = {"YES": math.log(p_yes), "NO": math.log(1 - p_yes), "Maybe": -9.0}
     return Completion(word, Usage(1, 10, 1), "stop", logprobs=[TokenLogprob(word, top[word], top)])
 
 
-# -- a judge that says NO to everything ----------------------------------------------------
+def _plan(llm: ScriptedChatModel, *steps: str) -> None:
+    llm.add_rule("TASK: plan", json.dumps({"steps": list(steps)}))
+    llm.add_rule("TASK: extract", '{"answer": "", "document": 0}')
+    llm.add_rule("TASK: reflect", '{"queries": []}')
 
 
-def test_a_judge_that_says_no_leaves_the_best_ranked_passages_unverified_with_a_note() -> None:
+# -- a judge whose verdicts tell nothing apart ----------------------------------------------
+
+
+def test_a_judge_that_says_no_to_everything_leaves_the_passages_to_retrieval() -> None:
     llm = ScriptedChatModel()
-    llm.add_rule("TASK: decompose", '{"queries": ["The NR-7 battery"]}')
-    llm.add_rule("TASK: judge", "NO")
+    _plan(llm, "Who supplies the NR-7 battery?")
+    llm.add_rule("TASK: judge", lambda p: json.dumps(["NO"] * len(DOCUMENT.findall(p))))
     llm.add_rule("TASK: answer", "Kestrel Energy supplies the NR-7 battery [1].")
-    agent = _agent(llm, max_iter=1, top_k=3, min_evidence=3)
-    answer, _events = _run(agent, "Who supplies the NR-7 battery?")
+    answer, events = _run(_agent(llm, max_iter=1, top_k=3), "Who supplies the NR-7 battery?")
+    assert answer.chunks_dropped == 3  # what the judge said is reported ...
+    (call,) = llm.calls("answer")
+    assert len(DOCUMENT.findall(call[-1]["content"])) == 3  # ... but nothing is thrown away
+    assert DOCUMENT.findall(call[-1]["content"])[0] == CORPUS["robots.txt"][1]  # best first
+    assert any("dropped all 3 passage(s)" in n and "ranked by retrieval" in n for n in answer.notes)
+    assert answer.evidence == "unverified" and not any(s.verified for s in answer.sources)
 
-    assert answer.chunks_kept == 0 and answer.chunks_dropped == 3
+
+def test_verdicts_that_tell_nothing_apart_are_not_paid_for_again() -> None:
+    llm = ScriptedChatModel()
+    _plan(llm, "Who makes the robot battery?")
+    llm.add_rule("TASK: judge", lambda p: json.dumps(["YES"] * len(DOCUMENT.findall(p))))
+    llm.add_rule("TASK: reflect", '{"queries": ["Kestrel Energy battery supplier"]}', times=1)
+    llm.add_rule("TASK: answer", "Kestrel Energy [1].")
+    answer, events = _run(_agent(llm, max_iter=2, top_k=3), "Who makes the robot battery?")
+    assert answer.iterations == 2
+    assert len(llm.calls("judge-batch")) == 1  # the second round is ranked by retrieval
+    assert any("kept all" in n and "no further verdicts" in n for n in answer.notes)
+    assert not any(s.verified for s in answer.sources)
+
+
+# -- an informative judge and the evidence floor --------------------------------------------
+
+
+def test_a_judge_that_keeps_too_few_gets_the_best_ranked_rejected_unverified() -> None:
+    llm = ScriptedChatModel()
+    _plan(llm, "Who supplies the NR-7 battery?")
+    llm.add_rule("TASK: judge", lambda p: "YES" if "Kestrel" in _asked_passage(p) else "NO")
+    llm.add_rule("TASK: answer", "Kestrel Energy supplies the NR-7 battery [1].")
+    agent = _agent(llm, max_iter=1, top_k=3, min_evidence=3, rerank="llm")
+    answer, _ = _run(agent, "Who supplies the NR-7 battery?")
+    assert answer.chunks_kept == 1 and answer.chunks_dropped == 2
     (call,) = llm.calls("answer")
     given = DOCUMENT.findall(call[-1]["content"])
-    assert len(given) == 3  # query.min_evidence passages, best ranked first
-    assert given[0] == CORPUS["robots.txt"][1]
-    assert answer.evidence == "unverified"
-    assert [(s.text, s.verified) for s in answer.sources] == [(CORPUS["robots.txt"][1], False)]
+    assert len(given) == 3 and given[0] == CORPUS["robots.txt"][1]  # the kept one first
     assert any("fewer than query.min_evidence (3)" in n and "unverified" in n for n in answer.notes)
-    assert len(answer.retrieved) == 2  # given to the answer, not cited: listed apart
+    assert [(s.text, s.verified) for s in answer.sources] == [(CORPUS["robots.txt"][1], True)]
+    assert answer.evidence == "verified"
 
 
-def test_no_floor_means_no_evidence_and_says_so() -> None:
+def test_no_floor_trusts_an_informative_judge() -> None:
     llm = ScriptedChatModel()
-    llm.add_rule("TASK: decompose", '{"queries": ["NR-7 battery supplier"]}')
-    llm.add_rule("TASK: judge", "NO")
-    llm.add_rule("TASK: answer", "The documents do not state it.")
-    answer, _ = _run(_agent(llm, max_iter=1, min_evidence=0), "Who supplies the NR-7 battery?")
-    assert answer.evidence == "none" and answer.sources == []
-
-
-def test_with_too_little_kept_the_loop_reformulates_until_max_iter() -> None:
-    llm = ScriptedChatModel()
-    llm.add_rule("TASK: decompose", '{"queries": ["battery maker"]}')
-    llm.add_rule("TASK: judge", "NO")
-    llm.add_rule("TASK: reflect", '{"queries": []}')  # after its first reply, it gives up
-    llm.add_rule("TASK: reflect", '{"queries": ["Kestrel Energy battery"]}', times=1)
+    _plan(llm, "Who supplies the NR-7 battery?")
+    llm.add_rule("TASK: judge", lambda p: "YES" if "Kestrel" in _asked_passage(p) else "NO")
     llm.add_rule("TASK: answer", "Kestrel Energy [1].")
-    answer, events = _run(_agent(llm, max_iter=3, top_k=2), "Who makes the robot's battery?")
-
-    assert answer.iterations == 3
-    reflections = llm.calls("reflect")
-    assert len(reflections) == 2
-    # Asked to search on with other words, not whether the evidence is complete.
-    assert all(_ASKED_TO_SEARCH_ON in c[-1]["content"] for c in reflections)
-    assert "<document" in reflections[0][-1]["content"]  # it sees what retrieval found
-    rounds = [e.queries for e in events if e.type == "sub_queries"]
-    assert rounds[1] == ["Kestrel Energy battery"]
-    # The model proposed nothing new: the loop built reformulations from the question.
-    assert rounds[2][0] == "makes robot's battery"  # the question's key words
-    assert all(q not in rounds[0] + rounds[1] for q in rounds[2])
-
-
-_ASKED_TO_SEARCH_ON = "has not found enough useful passages"
-
-
-def test_enough_kept_asks_reflection_as_before() -> None:
-    llm = ScriptedChatModel()
-    llm.add_rule("TASK: decompose", '{"queries": ["robot office travel"]}')
-    llm.add_rule("TASK: judge", "YES")
-    llm.add_rule("TASK: reflect", '{"queries": []}')
-    llm.add_rule("TASK: answer", "Robots [1].")
-    answer, _ = _run(_agent(llm, max_iter=3, top_k=4, min_evidence=3), "Tell me about robots")
-    (reflection,) = llm.calls("reflect")
-    assert answer.iterations == 1 and _ASKED_TO_SEARCH_ON not in reflection[-1]["content"]
-    assert answer.evidence == "verified" and all(s.verified for s in answer.sources)
-
-
-def test_fallback_reformulations_use_the_question_parts_and_passage_headings() -> None:
-    hit = Hit("a#0", "text", "a.md", 1.0, "docs", heading="7.3 Per diem")
-    built = fallback_reformulations("What is the per diem for Lyon, and who proposed it?", [hit], 3)
-    assert built[0] == "per diem Lyon proposed"
-    assert "per diem Lyon" in built
-    assert any("7.3 Per diem" in q for q in built)
+    agent = _agent(llm, max_iter=1, top_k=3, min_evidence=0, rerank="llm")
+    answer, _ = _run(agent, "Who supplies the NR-7 battery?")
+    (call,) = llm.calls("answer")
+    assert DOCUMENT.findall(call[-1]["content"]) == [CORPUS["robots.txt"][1]]
 
 
 # -- log-probabilities: the margin, not only the word -------------------------------------
@@ -140,16 +139,15 @@ def test_fallback_reformulations_use_the_question_parts_and_passage_headings() -
 
 def test_a_no_with_a_fair_share_of_yes_is_kept_by_the_margin() -> None:
     llm = ScriptedChatModel()
-    llm.add_rule("TASK: decompose", '{"queries": ["NR-7 battery supplier"]}')
+    _plan(llm, "Who supplies the NR-7 battery?")
     # Said NO every time; P(YES) 0.3 for the Kestrel passage, 0.01 for the others.
     llm.add_rule(
         "TASK: judge",
-        lambda p: _verdict("NO", 0.3 if "Kestrel" in DOCUMENT.findall(p)[0] else 0.01),
+        lambda p: _verdict("NO", 0.3 if "Kestrel" in _asked_passage(p) else 0.01),
     )
     llm.add_rule("TASK: answer", "Kestrel Energy [1].")
-    answer, events = _run(
-        _agent(llm, max_iter=1, top_k=3, min_evidence=0), "Who supplies the NR-7 battery?"
-    )
+    agent = _agent(llm, max_iter=1, top_k=3, min_evidence=0, rerank="llm")
+    answer, events = _run(agent, "Who supplies the NR-7 battery?")
     kept = [e for e in events if e.type == "verdict" and e.kept]
     assert [e.chunk_id for e in kept] == ["robots.txt#1"]
     assert kept[0].margin is not None and math.isclose(kept[0].margin, math.log(0.3 / 0.7))
@@ -157,16 +155,48 @@ def test_a_no_with_a_fair_share_of_yes_is_kept_by_the_margin() -> None:
     assert all(llm.logprobs[i] for i, m in enumerate(llm.history) if "TASK: judge" in str(m))
 
 
+def test_each_verdict_of_a_batch_has_its_own_margin() -> None:
+    def batch(prompt: str) -> Completion:
+        docs = DOCUMENT.findall(prompt)
+        tokens = [TokenLogprob('{"verdicts": ["', 0.0, {})]
+        for d in docs:
+            p_yes = 0.4 if "Kestrel" in d else 0.02
+            top = {"NO": math.log(1 - p_yes), "YES": math.log(p_yes), "N": -9.0}
+            tokens += [TokenLogprob("NO", top["NO"], top), TokenLogprob('", "', 0.0, {})]
+        return Completion(json.dumps(["NO"] * len(docs)), Usage(1, 10, 5), "stop", logprobs=tokens)
+
+    llm = ScriptedChatModel()
+    _plan(llm, "Who supplies the NR-7 battery?")
+    llm.add_rule("TASK: judge-batch", batch)
+    llm.add_rule("TASK: answer", "Kestrel Energy [1].")
+    agent = _agent(llm, max_iter=1, top_k=3, min_evidence=0, llm_judge_threshold=-1.0)
+    answer, events = _run(agent, "Who supplies the NR-7 battery?")
+    verdicts = {e.chunk_id: e for e in events if e.type == "verdict"}
+    assert [c for c, e in verdicts.items() if e.kept] == ["robots.txt#1"]
+    assert math.isclose(verdicts["robots.txt#1"].margin or 0, math.log(0.4 / 0.6))
+    assert len(llm.calls("judge-batch")) == 1 and not llm.calls("judge")
+
+
 def test_threshold_zero_follows_the_word() -> None:
     llm = ScriptedChatModel()
-    llm.add_rule("TASK: decompose", '{"queries": ["NR-7 battery supplier"]}')
+    _plan(llm, "Who supplies the NR-7 battery?")
     llm.add_rule("TASK: judge", lambda p: _verdict("NO", 0.3))
     llm.add_rule("TASK: answer", "Nothing.")
-    answer, _ = _run(
-        _agent(llm, max_iter=1, top_k=3, min_evidence=0, judge_threshold=0.0),
-        "Who supplies the NR-7 battery?",
-    )
+    agent = _agent(llm, max_iter=1, top_k=3, min_evidence=0, judge_threshold=0.0, rerank="llm")
+    answer, _ = _run(agent, "Who supplies the NR-7 battery?")
     assert answer.chunks_kept == 0
+
+
+def test_the_models_calibrated_threshold_wins_over_the_default() -> None:
+    llm = ScriptedChatModel()
+    _plan(llm, "Who supplies the NR-7 battery?")
+    llm.add_rule("TASK: judge", lambda p: _verdict("NO", 0.3))  # margin log(0.3/0.7) = -0.85
+    llm.add_rule("TASK: answer", "Nothing.")
+    agent = _agent(
+        llm, max_iter=1, top_k=3, judge_threshold=-2.0, llm_judge_threshold=0.0, rerank="llm"
+    )
+    answer, _ = _run(agent, "Who supplies the NR-7 battery?")
+    assert answer.chunks_kept == 0 and answer.chunks_dropped == 3
 
 
 def test_yes_no_margin_reads_spellings_and_bounds_a_missing_side() -> None:
@@ -181,37 +211,45 @@ def test_yes_no_margin_reads_spellings_and_bounds_a_missing_side() -> None:
     only_no = [TokenLogprob("NO", -0.01, {"NO": -0.01, "The": -6.0})]
     assert yes_no_margin(only_no) == -6.0 - -0.01
     assert yes_no_margin([TokenLogprob("Sure", -0.1, {"Sure": -0.1})]) is None
+    # In a batch, every verdict word has its margin, in order; one without alternatives
+    # leaves the batch without margins (they would not line up with the passages).
+    two = [TokenLogprob("YES", -0.1, {"YES": -0.1, "NO": -2.4}), *tokens]
+    assert [round(m, 3) for m in yes_no_margins(two)] == [2.3, round(yes - no, 3)]
+    assert yes_no_margins([*two, TokenLogprob('"NO"', -0.1, {})]) == []
 
 
 # -- structured output and copied examples --------------------------------------------------
 
 
-def test_decomposition_verdicts_and_reflection_ask_for_a_schema() -> None:
+def test_plan_verdicts_lookups_and_reflection_ask_for_a_schema() -> None:
     llm = ScriptedChatModel()
-    llm.add_rule("TASK: decompose", '{"queries": ["robot payload"]}')
-    llm.add_rule("TASK: judge", '{"verdict": "YES"}')
+    llm.add_rule("TASK: plan", '{"steps": ["What does the robot carry?"]}')
+    llm.add_rule("TASK: judge", '{"verdicts": ["YES", "NO", "YES"]}')
+    llm.add_rule("TASK: extract", '{"answer": "", "document": 0}')
     llm.add_rule("TASK: reflect", '{"queries": []}')
     llm.add_rule("TASK: answer", "Twelve kilograms [1].")
-    agent = _agent(llm, max_iter=2, top_k=3, min_evidence=3)
-    answer, _ = _run(agent, "What does the robot carry?")
-    assert answer.chunks_kept == 3
+    agent = _agent(llm, max_iter=2, top_k=3)
+    _run(agent, "What does the robot carry?")
     names = {s.name for s in llm.schemas if s is not None}
-    assert names == {"queries", "verdict"}
-    asked = [llm.schemas[i] for i, m in enumerate(llm.history) if "TASK: reflect" in str(m)]
-    assert asked and asked[0] is not None and asked[0].name == "queries"
+    assert names == {"steps", "verdicts", "extracted", "queries"}
 
 
-def test_a_reply_copying_the_example_is_refused_and_asked_again() -> None:
+def test_a_plan_copying_the_example_is_refused_and_asked_again() -> None:
     llm = ScriptedChatModel()
-    llm.add_rule("TASK: decompose", '{"queries": ["NR-7 payload"]}')
-    llm.add_rule("TASK: decompose", '{"queries": ["<the queries, as strings>"]}', times=1)
-    llm.add_rule("TASK: judge", "YES")
-    llm.add_rule("TASK: reflect", "[]")
+    llm.add_rule("TASK: plan", '{"steps": ["What is the NR-7 payload?"]}')
+    llm.add_rule(
+        "TASK: plan",
+        '{"steps": ["Who is the author of the novel Dune?", "Where was #1 born?"]}',
+        times=1,
+    )
+    llm.add_rule("TASK: judge", lambda p: json.dumps(["YES"] * len(DOCUMENT.findall(p))))
+    llm.add_rule("TASK: extract", '{"answer": "twelve kilograms", "document": 1}')
     llm.add_rule("TASK: answer", "Twelve kilograms [1].")
     answer, _ = _run(_agent(llm, max_iter=1, top_k=3), "What is the NR-7 payload?")
-    retry = llm.calls("decompose")[1][-1]["content"]
-    assert "copies the example" in retry
-    assert answer.sub_queries == ["NR-7 payload"]
+    retry = llm.calls("plan")[1][-1]["content"]
+    assert "copy the examples" in retry
+    assert answer.sub_queries == ["What is the NR-7 payload?"]
+    assert [h.question for h in answer.hops] == ["What is the NR-7 payload?"]
 
 
 def test_parse_queries_refuses_examples_and_placeholders() -> None:
@@ -223,25 +261,6 @@ def test_parse_queries_refuses_examples_and_placeholders() -> None:
         else:
             raise AssertionError(f"accepted {reply}")
     assert parse_queries('{"queries": ["Kestrel lead time"]}') == ["Kestrel lead time"]
-
-
-# -- standalone sub-queries: a bridge question ---------------------------------------------
-
-
-def test_a_bridge_sub_query_pointing_back_is_made_standalone() -> None:
-    llm = ScriptedChatModel()
-    question = "Who is the office manager at the site where the NR-7 is assembled?"
-    llm.add_rule(
-        "TASK: decompose",
-        json.dumps({"queries": ["Where is the NR-7 assembled?", "Who is that office's manager?"]}),
-    )
-    llm.add_rule("TASK: judge", "YES")
-    llm.add_rule("TASK: reflect", "[]")
-    llm.add_rule("TASK: answer", "Rafael Ortega [1].")
-    answer, _ = _run(_agent(llm, max_iter=1), question)
-    first, second = answer.sub_queries
-    assert first == "Where is the NR-7 assembled?"
-    assert "that" not in second.split() and "NR-7" in second and "manager" in second
 
 
 def test_standalone_leaves_self_contained_queries_alone() -> None:
@@ -257,9 +276,8 @@ def test_standalone_leaves_self_contained_queries_alone() -> None:
 
 def test_sources_are_the_cited_passages_and_unsupported_citations_are_flagged() -> None:
     llm = ScriptedChatModel()
-    llm.add_rule("TASK: decompose", '{"queries": ["The NR-7 battery"]}')
-    llm.add_rule("TASK: judge", "YES")
-    llm.add_rule("TASK: reflect", "[]")
+    _plan(llm, "Who supplies the NR-7 battery?")
+    llm.add_rule("TASK: judge", lambda p: json.dumps(["YES", "NO", "YES"][: len(DOCUMENT.findall(p))]))
     # [1] holds the battery claim; the Lyon headcount is not in the passage cited for it.
     llm.add_rule(
         "TASK: answer",
@@ -268,26 +286,17 @@ def test_sources_are_the_cited_passages_and_unsupported_citations_are_flagged() 
             f"The Lyon office employs forty engineers in robotics [{_n(p, 'payload')}]."
         ),
     )
-    answer, _ = _run(_agent(llm, max_iter=1, top_k=3), "Who supplies the NR-7 battery?")
+    answer, _ = _run(_agent(llm, max_iter=1, top_k=3, min_evidence=3), "Who supplies the NR-7 battery?")
     assert len(answer.sources) == 2 and len(answer.retrieved) == 1
     assert {s.n for s in answer.sources}.isdisjoint({s.n for s in answer.retrieved})
     assert answer.unsupported_citations == [answer.answer.split(". ", 1)[1]]
     assert any("1 cited sentence(s) not found" in n for n in answer.notes)
     d = answer.to_dict()
-    assert d["evidence"] == "verified" and d["unsupported_citations"] and len(d["retrieved"]) == 1
+    assert d["unsupported_citations"] and len(d["retrieved"]) == 1
 
 
 def _n(prompt: str, word: str) -> int:
     return next(i for i, t in enumerate(DOCUMENT.findall(prompt), start=1) if word in t)
-
-
-def test_naive_answer_without_citations_has_no_sources_and_a_note() -> None:
-    llm = ScriptedChatModel()
-    llm.add_rule("TASK: answer", "Kestrel Energy supplies it.")
-    answer, events = _run(_agent(llm, naive=True, top_k=3), "Who supplies the NR-7 battery?")
-    assert answer.sources == [] and len(answer.retrieved) == 3
-    assert answer.evidence == "none"
-    assert any("cites none of the 3 passage(s)" in n for n in _notes(events))
 
 
 def test_naive_answer_with_citations_is_unverified_without_a_note() -> None:
@@ -313,10 +322,11 @@ def test_citations_written_loosely_count_as_citations() -> None:
     """Small models write [Source 1] or [1, 2]; the answer keeps them as [1] / [1][2] and
     lists those passages as its sources instead of calling the answer uncited."""
     llm = ScriptedChatModel()
-    llm.add_rule("TASK: decompose", '{"queries": ["The NR-7 battery"]}')
+    _plan(llm, "Who supplies the NR-7 battery?")
     llm.add_rule("TASK: judge", "YES")
     llm.add_rule("TASK: answer", "Kestrel Energy supplies the NR-7 battery [Source 1, 2].")
     answer, _ = _run(_agent(llm, max_iter=1, top_k=3), "Who supplies the NR-7 battery?")
     assert answer.answer.endswith("[1][2].")
     assert [s.n for s in answer.sources] == [1, 2]
+    assert not any(s.attributed for s in answer.sources)
     assert not any("cites none" in n for n in answer.notes)

@@ -28,6 +28,13 @@ _STOP_TEXT = (
     "does did"
 )
 STOP_WORDS = frozenset(_STOP_TEXT.split())
+# Words an answer uses about its sources ("according to the documents provided"): they say
+# nothing a passage should hold.
+_META_TEXT = (
+    "document documents passage passages information provided according based source sources "
+    "states stated mentioned mentions given text context answer question"
+)
+META_WORDS = frozenset(_META_TEXT.split())
 # Below this share of its key terms in the cited passages, a claim counts as unsupported;
 # claims with fewer than MIN_TERMS terms are too short to judge.
 MIN_SHARE = 0.34
@@ -44,11 +51,72 @@ def canonical_citations(text: str) -> str:
     return LOOSE_CITATION.sub(one_each, text)
 
 
+def citations_inside(text: str) -> str:
+    """``text`` with each citation written after a full stop ("... lab. [2]") moved before it
+    ("... lab [2]."), so it stays with the sentence it belongs to."""
+    return _CITE_AFTER_END.sub(r" \2\1", text)
+
+
 def sentences(text: str) -> list[str]:
     """The sentences (and list items) of ``text``, each with the citations that follow it."""
-    # A citation after the full stop ("... lab. [2]") belongs to the sentence it follows.
-    text = _CITE_AFTER_END.sub(r" \2\1", text)
+    text = citations_inside(text)
     return [s for s in (_MARKER.sub("", p).strip() for p in _SENTENCE_END.split(text)) if s]
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """Where each sentence (or list item) of ``text`` starts and ends, list markers and
+    surrounding space left out; run ``citations_inside`` first so citations stay inside."""
+    spans = []
+    start = 0
+    for m in [*_SENTENCE_END.finditer(text), None]:
+        end = len(text) if m is None else m.start()
+        piece = text[start:end]
+        lead = len(piece) - len(piece.lstrip())
+        marker = _MARKER.match(piece[lead:])
+        lead += marker.end() if marker else 0
+        if piece[lead:].strip():
+            spans.append((start + lead, start + len(piece.rstrip())))
+        if m is not None:
+            start = m.end()
+    return spans
+
+
+# A sentence that says the documents hold no answer: nothing to cite, nothing unsupported.
+NOT_STATED = re.compile(
+    r"(do(?:es)? not (?:state|mention|contain|say|specify|provide|include|give)|no information"
+    r"|not (?:stated|mentioned|specified|provided|found|available|given)"
+    r"|cannot (?:be )?(?:found|answer|determin)|could not find|unable to (?:find|determine))",
+    re.IGNORECASE,
+)
+
+# A citation standing where the sentence's fact belongs: after a verb or preposition at the end
+# of the sentence ("The firmware release that fixed it is [3].").
+_FACT_AS_MARKER = re.compile(
+    r"\b(?:is|are|was|were|be|been|being|of|at|in|on|to|from|by|for|as|with|under|into|than|"
+    r"named|called|titled)\s*:?\s*((?:\[\d{1,3}\]\s*)+)[.!?]?\s*$",
+    re.IGNORECASE,
+)
+# A citation in the middle of what a verb says ("… is [2][3] June 2025."): it belongs at the end.
+_MARKER_MID_CLAUSE = re.compile(
+    r"\b(is|are|was|were)\s+((?:\[\d{1,3}\])+)\s+(?=[\w(\"'])", re.IGNORECASE
+)
+
+
+def fact_is_marker(sentence: str) -> bool:
+    """Whether a citation stands in the sentence where its fact belongs."""
+    return _FACT_AS_MARKER.search(sentence.strip()) is not None
+
+
+def markers_to_end(sentence: str) -> str:
+    """A sentence whose citation sits between a verb and what it says, with the citation
+    moved to the end: "… is [2] June 2025." -> "… is June 2025 [2]."."""
+    m = _MARKER_MID_CLAUSE.search(sentence)
+    if m is None:
+        return sentence
+    rest = (sentence[: m.start(2)] + sentence[m.end(2) :].lstrip()).rstrip()
+    end = rest[-1] if rest and rest[-1] in ".!?" else ""
+    body = rest[: len(rest) - len(end)].rstrip()
+    return f"{' '.join(body.split())} {m.group(2)}{end}"
 
 
 def claim_of(sentence: str, citation: re.Pattern[str]) -> str:
@@ -59,7 +127,11 @@ def claim_of(sentence: str, citation: re.Pattern[str]) -> str:
 def key_terms(text: str) -> list[str]:
     """The words that carry a claim: four letters or more, or numbers; lower case, once each."""
     words = [w.lower().rstrip(".") for w in _WORD.findall(text)]
-    return [w for w in dict.fromkeys(words) if (len(w) >= 4 or w.isdigit()) and w not in STOP_WORDS]
+    return [
+        w
+        for w in dict.fromkeys(words)
+        if (len(w) >= 4 or w.isdigit()) and w not in STOP_WORDS and w not in META_WORDS
+    ]
 
 
 def is_supported(claim: str, passages_text: str) -> bool:

@@ -1,38 +1,48 @@
-"""The DeepSearch loop.
+"""The DeepSearch loop: hops, not paraphrases.
 
-decompose -> (search all pending queries in parallel -> judge every new chunk concurrently ->
-reflect for gap queries) x max_iter -> cited answer. Each step degrades visibly when the LLM
-misbehaves: a failed decomposition searches the question itself, an unusable verdict drops the
-chunk and counts it, a failed reflection ends the loop, and a spent budget answers with what
-was found, marked as cut short.
+plan -> rounds of (search the round's lookups in parallel -> judge the round's passages ->
+extract each lookup's short answer -> reflect on a lookup that found none) -> a cited answer
+written from the lookups' answers and their passages.
+
+The plan tells parallel parts ("X, and Y") from a chain ("the office of the person who
+approved X"): a dependent lookup is searched once the lookup it depends on has an answer, with
+that answer put in ("Who approved X?" -> "Johan Lindqvist" -> "In which office is Johan
+Lindqvist based?"). The question itself is searched in the first round, so a question one
+retrieval answers costs about what one-shot RAG costs: the plan, one verdict call, one
+extraction and the answer, all but the plan over the same passages, which the server reads
+once (every prompt over passages starts with them). Reflection runs only when a lookup found
+nothing, and asks for that lookup, not for another wording of the question.
 
 The judge's verdicts never leave the answer with less than retrieval found: below
-``query.min_evidence`` kept passages, the loop searches on with reformulated queries, and the
-answer gets the best-ranked rejected passages too, marked unverified.
+``query.min_evidence`` kept passages the answer also gets the best-ranked rejected ones,
+marked unverified; and when a round's verdicts tell nothing apart (all kept or all dropped)
+later rounds rank by retrieval instead of paying for more.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
 from deepsearcher.agents import prompts
+from deepsearcher.agents.answer import Fact, passages_block, write_answer
+from deepsearcher.agents.attribution import Attributor
 from deepsearcher.agents.base import (
     ask,
     escape_document,
     messages_for,
     new_answer,
-    render_document,
     resolve_collections,
-    write_answer,
 )
-from deepsearcher.agents.judge import Verdict, judge_batch, judge_one
+from deepsearcher.agents.hops import Extracted, extract, resolve
+from deepsearcher.agents.judge import Verdict, informative, judge_batch, judge_one
 from deepsearcher.agents.naive_rag import retrieval_only
 from deepsearcher.agents.parsing import parse_queries
-from deepsearcher.agents.queries import QUERIES_SCHEMA, fallback_reformulations, standalone
+from deepsearcher.agents.plan import Plan, plan_question, restates
+from deepsearcher.agents.queries import QUERIES_SCHEMA, standalone
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.llm import ChatModel
@@ -45,6 +55,9 @@ from deepsearcher.types import (
     Answer,
     Event,
     Hit,
+    Hop,
+    HopEvent,
+    PlanEvent,
     ReflectionEvent,
     SearchEvent,
     SubQueriesEvent,
@@ -54,44 +67,49 @@ from deepsearcher.types import (
 logger = logging.getLogger(__name__)
 
 _RRF_K = 60  # the usual reciprocal-rank-fusion constant: damps the weight of the top ranks
-
-
-def _dedupe(queries: Sequence[str], seen: set[str]) -> list[str]:
-    out = []
-    for q in queries:
-        key = " ".join(q.lower().split())
-        if key and key not in seen:
-            seen.add(key)
-            out.append(q.strip())
-    return out
+_EARLIER_PASSAGES = 3  # best passages of earlier rounds the answer also gets
 
 
 @dataclass
 class _Search:
-    """One question's loop: what it searched, retrieved and kept so far."""
+    """One question's loop: its plan, what it searched, retrieved, judged and found."""
 
     question: str
     answer: Answer
     collections: list[str]
     top_k: int
     rerank: str
-    pending: list[str] = field(default_factory=list)  # queries of the next round
+    hops: list[Hop]
     queries: list[str] = field(default_factory=list)  # every query searched, in order
-    seen: set[str] = field(default_factory=set)  # normalised queries, to skip repeats
-    fresh: list[Hit] = field(default_factory=list)  # chunks first retrieved this round
-    kept: list[Hit] = field(default_factory=list)
-    retrieved: dict[str, Hit] = field(default_factory=dict)  # every chunk judged, by id
+    retrieved: dict[str, Hit] = field(default_factory=dict)  # every passage, by id
     fused: dict[str, float] = field(default_factory=dict)  # chunk id -> RRF over all queries
-    found_by: dict[str, str] = field(default_factory=dict)  # chunk id -> first query to find it
+    verdicts: dict[str, bool] = field(default_factory=dict)  # chunk id -> kept
+    docs: list[Hit] = field(default_factory=list)  # the last round's passages, prompt order
+    hits_of: dict[int, Hit] = field(default_factory=dict)  # hop -> the passage it came from
+    gaps: dict[int, list[str]] = field(default_factory=dict)  # hop -> reflection's queries
+    searched: set[int] = field(default_factory=set)  # hops whose query was searched
+    tried: set[int] = field(default_factory=set)  # hops whose answer was looked for
+    judge_off: bool = False  # verdicts told nothing apart: later rounds rank by retrieval
     iteration: int = 0
-    stopped: bool = False  # a step ended the loop (budget, failed reflection)
+    stopped: bool = False  # a step ended the loop (budget, unreachable LLM)
+
+    def answers(self) -> dict[int, str]:
+        return {h.index: h.answer for h in self.hops if h.status == "answered"}
+
+
+@dataclass
+class _Work:
+    """A round: the queries to search (none: the last round's passages serve) and the hops
+    whose answers to extract from its passages."""
+
+    queries: list[str]
+    hops: list[Hop]
 
 
 class DeepSearchAgent:
-    """Iterative decompose / search / judge / reflect loop with a cited answer.
-
-    Without an LLM (``llm`` None) it shows the best passages; without ``web`` it searches the
-    private collections only."""
+    """Plans a question into lookups, searches and answers them in rounds, writes the cited
+    answer. Without an LLM (``llm`` None) it shows the best passages; without ``web`` it
+    searches the private collections only."""
 
     name = "deep"
 
@@ -106,6 +124,7 @@ class DeepSearchAgent:
         self.llm = llm
         self.retriever = retriever
         self.web = web
+        self.attributor = Attributor(retriever.embedder, settings.query.attribution_threshold)
 
     async def run(self, question: str, options: QueryOptions) -> AsyncIterator[Event]:
         q = self.settings.query
@@ -117,7 +136,7 @@ class DeepSearchAgent:
                 yield event
             return
         ctx = RunContext.create(self.settings, self.llm, options.timeout_s, options.budget_name)
-        names, subs, events = await self._route_and_decompose(ctx, question, options.collections)
+        names, plan, events = await self._route_and_plan(ctx, question, options.collections)
         for ev in events:
             yield ev
         if ctx.unreachable is not None:
@@ -129,179 +148,271 @@ class DeepSearchAgent:
                 yield ev
             return
         rerank = or_configured(options.rerank, q.rerank)
-        s = _Search(question, new_answer(question, "deep"), names, top_k, rerank)
-        subs = [standalone(sub, question) for sub in subs]
-        s.pending = _dedupe(subs, s.seen)[: q.max_sub_queries]
+        hops = [
+            Hop(i, step.question, depends_on=list(step.depends_on))
+            for i, step in enumerate(plan.steps, start=1)
+        ]
+        s = _Search(question, new_answer(question, "deep"), names, top_k, rerank, hops)
+        yield PlanEvent(
+            steps=[h.question for h in hops],
+            depends_on=[h.depends_on for h in hops],
+            dropped=list(plan.dropped),
+        )
         max_iter = or_configured(options.max_iter, q.max_iter)
-        while s.pending and s.iteration < max_iter and not s.stopped:
-            async for ev in self._search_round(ctx, s):
-                yield ev
-            if s.stopped:
-                break
-            async for ev in self._judge(ctx, s):
-                yield ev
-            if ctx.cut_short or ctx.unreachable or s.iteration >= max_iter:
-                break
-            async for ev in self._reflect(ctx, s):
+        while not s.stopped and (work := self._next_round(s, max_iter)) is not None:
+            async for ev in self._round(ctx, s, work, max_iter):
                 yield ev
         async for ev in self._answer(ctx, s):
             yield ev
 
-    # -- 1. decompose (side by side with collection routing) ---------------------------------
+    # -- 1. plan (side by side with collection routing) --------------------------------------
 
-    async def _route_and_decompose(
+    async def _route_and_plan(
         self, ctx: RunContext, question: str, requested: Sequence[str] | None
-    ) -> tuple[list[str], list[str], list[Event]]:
-        """The collections to search, the first round's queries, and the events to show.
-        Routing and decomposition do not depend on each other: run side by side, a store with
-        several collections adds no round trip before the first search."""
-        decompose = asyncio.ensure_future(self._decompose(ctx, question))
+    ) -> tuple[list[str], Plan, list[Event]]:
+        """The collections to search, the plan, and the events to show. Routing and planning
+        do not depend on each other: run side by side, a store with several collections adds
+        no round trip before the first search."""
+        planning = asyncio.ensure_future(
+            plan_question(ctx, question, self.settings.query.max_sub_queries)
+        )
         try:
             names, events = await resolve_collections(self.retriever, question, requested, ctx)
-            subs, problem = await decompose
+            plan, problem = await planning
         finally:
-            decompose.cancel()  # a no-op once done; stops it when routing raised
+            planning.cancel()  # a no-op once done; stops it when routing raised
         if problem and ctx.unreachable is None:
-            events.append(
-                ctx.note(f"decomposition failed ({problem}); searching the question as asked")
-            )
-        return names, subs or [question], events
+            events.append(ctx.note(f"planning failed ({problem}); searching the question as asked"))
+        return names, plan, events
 
-    async def _decompose(self, ctx: RunContext, question: str) -> tuple[list[str], str | None]:
-        q = self.settings.query
-        try:
-            subs = await ask(
-                ctx,
-                messages_for(
-                    prompts.DECOMPOSE.format(
-                        max_queries=q.max_sub_queries, question=escape_document(question)
-                    )
-                ),
-                partial(parse_queries, max_items=q.max_sub_queries),
-                schema=QUERIES_SCHEMA,
-            )
-        except (LLMError, BudgetExceeded) as exc:
-            return [], exc.message
-        return subs, None
+    # -- 2. the next round's work ---------------------------------------------------------------
 
-    # -- 2. search every pending query at once ----------------------------------------------
+    def _next_round(self, s: _Search, max_iter: int) -> _Work | None:
+        """The queries and hops of the next round: the first round searches the question and
+        every lookup that depends on nothing; later ones the lookups whose answers are now
+        known, and reflection's queries for a lookup that found nothing. A query that
+        restates one already searched is not searched again: its lookup is answered from the
+        passages at hand. None when nothing is left (or no search round is left)."""
+        answers = s.answers()
+        work = _Work([], [])
+        if s.iteration == 0:
+            work.queries.append(s.question)
+        for hop in s.hops:
+            if hop.status == "answered" or hop.status == "skipped":
+                continue
+            if any(d not in answers for d in hop.depends_on):
+                if any(self._finished(s, d) for d in hop.depends_on if d not in answers):
+                    hop.status = "skipped"  # what it needs was not found
+                continue
+            if hop.index in s.gaps:
+                work.queries += s.gaps.pop(hop.index)
+                work.hops.append(hop)
+            elif hop.index not in s.searched:
+                hop.query = resolve(hop.question, answers)
+                if not hop.depends_on:
+                    hop.query = standalone(hop.query, s.question)
+                s.searched.add(hop.index)
+                if not any(restates(hop.query, q) for q in [*s.queries, *work.queries]):
+                    work.queries.append(hop.query)
+                work.hops.append(hop)
+        work.queries = work.queries[: self.settings.query.max_sub_queries]
+        if not work.hops and not work.queries:
+            return None
+        if work.queries and s.iteration >= max_iter:
+            for hop in work.hops:
+                hop.status = "skipped"  # no search round left for it
+            return None
+        return work
 
-    async def _search_round(self, ctx: RunContext, s: _Search) -> AsyncIterator[Event]:
+    def _finished(self, s: _Search, index: int) -> bool:
+        """Whether hop ``index`` ended without an answer (nothing more will be tried)."""
+        hop = s.hops[index - 1]
+        return hop.status == "skipped" or (
+            hop.index in s.tried and hop.index not in s.gaps and hop.status != "answered"
+        )
+
+    # -- 3. one round -------------------------------------------------------------------------
+
+    async def _round(
+        self, ctx: RunContext, s: _Search, work: _Work, max_iter: int
+    ) -> AsyncIterator[Event]:
+        if work.queries:
+            async for ev in self._search(ctx, s, work.queries):
+                yield ev
+            if s.stopped:
+                return
+            async for ev in self._judge(ctx, s, work.queries):
+                yield ev
+        for hop in work.hops:
+            if s.stopped or ctx.cut_short or ctx.unreachable:
+                hop.status = "skipped"
+                continue
+            async for ev in self._extract(ctx, s, hop, max_iter):
+                yield ev
+
+    async def _search(
+        self, ctx: RunContext, s: _Search, queries: list[str]
+    ) -> AsyncIterator[Event]:
         """One embedding batch, the collections in parallel, the web alongside when on. Sets
-        ``s.fresh`` to the chunks no earlier query retrieved."""
+        ``s.docs`` to the round's best passages, fused over its queries."""
         s.iteration += 1
-        s.queries.extend(s.pending)
-        yield SubQueriesEvent(queries=list(s.pending), iteration=s.iteration)
+        s.queries.extend(queries)
+        yield SubQueriesEvent(queries=list(queries), iteration=s.iteration)
         try:
-            results = await ctx.in_time(self.retriever.search(s.pending, s.collections, s.top_k))
+            results = await ctx.in_time(self.retriever.search(queries, s.collections, s.top_k))
         except BudgetExceeded as exc:
             ctx.cut_short = exc.message
             s.stopped = True
             yield ctx.note(f"search cut short: {exc.message}")
             return
         if self.web is not None:
-            web_results, web_events = await self.web.search_many(s.pending, ctx)
+            web_results, web_events = await self.web.search_many(queries, ctx)
             for ev in web_events:
                 yield ev
             results = [r + w for r, w in zip(results, web_results, strict=True)]
-        s.fresh = []
-        for query, hits in zip(s.pending, results, strict=True):
-            new: list[Hit] = []
+        round_score: dict[str, float] = {}
+        for query, hits in zip(queries, results, strict=True):
+            new = 0
             for rank, h in enumerate(hits, start=1):
                 s.fused[h.id] = s.fused.get(h.id, 0.0) + 1.0 / (_RRF_K + rank)
+                round_score[h.id] = round_score.get(h.id, 0.0) + 1.0 / (_RRF_K + rank)
                 if h.id not in s.retrieved:
                     s.retrieved[h.id] = h
-                    s.found_by[h.id] = query
-                    new.append(h)
-            s.fresh.extend(new)
+                    new += 1
             s.answer.chunks_retrieved += len(hits)
-            yield SearchEvent(query=query, hits=len(hits), new=len(new))
+            yield SearchEvent(query=query, hits=len(hits), new=new)
+        ranked = sorted(round_score, key=lambda i: -round_score[i])
+        s.docs = [s.retrieved[i] for i in ranked[: s.top_k]]
 
-    # -- 3. judge each new chunk (concurrently, bounded by llm.max_concurrency) --------------
+    # -- 4. judge the round's passages (one batched call, or one call each) -----------------
 
-    async def _judge(self, ctx: RunContext, s: _Search) -> AsyncIterator[Event]:
-        hits = s.fresh
-        if not hits:
+    async def _judge(self, ctx: RunContext, s: _Search, queries: list[str]) -> AsyncIterator[Event]:
+        fresh = [(n, h) for n, h in enumerate(s.docs, start=1) if h.id not in s.verdicts]
+        if not fresh or s.rerank == "none" or s.judge_off:
             return
-        if s.rerank == "none":
-            s.kept.extend(hits)
-            for h in hits:
-                yield VerdictEvent(chunk_id=h.id, source=h.source, kept=True)
-            return
+        documents = passages_block(s.docs)
         if s.rerank == "llm-batch":
             size = self.settings.query.rerank_batch_size
-            groups = [hits[i : i + size] for i in range(0, len(hits), size)]
+            batches = [s.docs[i : i + size] for i in range(0, len(s.docs), size)]
             tasks = [
                 asyncio.ensure_future(
-                    judge_batch(ctx, s.question, [s.found_by[h.id] for h in g], g)
+                    judge_batch(ctx, documents, s.question, queries, b, first=1 + i * size)
                 )
-                for g in groups
+                for i, b in enumerate(batches)
+                if any(h.id not in s.verdicts for h in b)
             ]
         else:
             tasks = [
-                asyncio.ensure_future(judge_one(ctx, s.question, s.found_by[h.id], h)) for h in hits
+                asyncio.ensure_future(judge_one(ctx, documents, s.question, queries[0], n, h))
+                for n, h in fresh
             ]
-        failed: list[Verdict] = []
+        got: list[Verdict] = []
         try:
             timeout = max(ctx.search_remaining_s(), 0.001)
             for next_done in asyncio.as_completed(tasks, timeout=timeout):
-                for verdict in await next_done:
-                    if verdict.relevant:
-                        s.kept.append(verdict.hit)
-                    else:
-                        s.answer.chunks_dropped += 1
-                    if verdict.reason:
-                        failed.append(verdict)
-                    yield VerdictEvent(
-                        chunk_id=verdict.hit.id,
-                        source=verdict.hit.source,
-                        kept=bool(verdict.relevant),
-                        margin=verdict.margin,
-                    )
+                got += await next_done
         except (asyncio.TimeoutError, TimeoutError):
             ctx.cut_short = ctx.time_reason()
             yield ctx.note(f"search cut short: {ctx.cut_short}")
         finally:
             for t in tasks:
                 t.cancel()
+        new = [v for v in got if v.hit.id not in s.verdicts]
+        for v in new:
+            if v.relevant is None:
+                continue
+            s.verdicts[v.hit.id] = v.relevant
+            s.answer.chunks_kept += int(v.relevant)
+            s.answer.chunks_dropped += int(not v.relevant)
+            yield VerdictEvent(
+                chunk_id=v.hit.id, source=v.hit.source, kept=v.relevant, margin=v.margin
+            )
+        for ev in self._verdict_notes(ctx, s, new):
+            yield ev
+
+    def _verdict_notes(self, ctx: RunContext, s: _Search, new: list[Verdict]) -> list[Event]:
+        events: list[Event] = []
+        failed = [v for v in new if v.relevant is None]
         unjudged = [v for v in failed if v.out_of_budget]
         unusable = [v for v in failed if not v.out_of_budget]
         if unjudged:
             ctx.cut_short = ctx.cut_short or unjudged[0].reason
-            yield ctx.note(
-                f"search cut short: {ctx.cut_short} ({len(unjudged)} chunk(s) left unjudged)"
+            events.append(
+                ctx.note(
+                    f"search cut short: {ctx.cut_short} ({len(unjudged)} chunk(s) left unjudged)"
+                )
             )
         if unusable and ctx.unreachable is None:
-            yield ctx.note(
-                f"{len(unusable)} chunk(s) dropped: verdict failed ({unusable[0].reason})"
+            events.append(
+                ctx.note(
+                    f"{len(unusable)} chunk(s) unjudged: verdict failed ({unusable[0].reason})"
+                )
             )
+        judged = [v for v in new if v.relevant is not None]
+        if judged and not informative(judged):
+            # Verdicts that tell nothing apart neither verify nor drop anything: the passages
+            # count as unjudged, ranked by retrieval, and no more verdicts are paid for.
+            s.judge_off = True
+            for v in judged:
+                s.verdicts.pop(v.hit.id, None)
+            said = "kept" if judged[0].relevant else "dropped"
+            events.append(
+                ctx.note(
+                    f"{EVIDENCE_NOTE}the relevance judge {said} all {len(judged)} passage(s): its "
+                    "verdicts tell none apart, so passages are ranked by retrieval, unverified, "
+                    "and no further verdicts are asked"
+                )
+            )
+        return events
 
-    # -- 4. reflect: which evidence is still missing? ----------------------------------------
+    # -- 5. a lookup's short answer, or reflection on what is missing -------------------------
 
-    async def _reflect(self, ctx: RunContext, s: _Search) -> AsyncIterator[Event]:
-        """Sets ``s.pending`` to the gap queries, or stops the loop. With fewer kept passages
-        than the evidence floor, it asks for reformulations instead (and builds some itself
-        when the model proposes none): the loop must not stop where more searching is
-        needed."""
+    async def _extract(
+        self, ctx: RunContext, s: _Search, hop: Hop, max_iter: int
+    ) -> AsyncIterator[Event]:
+        hop.query = hop.query or resolve(hop.question, s.answers())
+        docs = self._usable(s, s.docs)
+        found = Extracted("", None)
+        if docs:
+            try:
+                found = await extract(ctx, passages_block(s.docs), s.docs, hop.query)
+            except BudgetExceeded as exc:
+                ctx.cut_short = ctx.cut_short or exc.message
+                yield ctx.note(f"search cut short: {exc.message}")
+            except LLMError as exc:
+                if ctx.unreachable is None:
+                    yield ctx.note(f"lookup {hop.index} failed ({exc.message})")
+        s.tried.add(hop.index)
+        if found.hit is not None:
+            hop.answer, hop.status = found.answer, "answered"
+            hop.source = found.hit.label
+            s.hits_of[hop.index] = found.hit
+        yield HopEvent(
+            index=hop.index,
+            question=hop.question,
+            query=hop.query,
+            answer=hop.answer,
+            source=hop.source,
+            status=hop.status,
+        )
+        if found.hit is None and s.iteration < max_iter and not ctx.cut_short:
+            async for ev in self._reflect(ctx, s, hop):
+                yield ev
+
+    async def _reflect(self, ctx: RunContext, s: _Search, hop: Hop) -> AsyncIterator[Event]:
+        """Queries for the lookup that found nothing, from the passages at hand."""
         max_gaps = self.settings.query.max_gap_queries
-        if max_gaps == 0:
-            s.stopped = True
+        if max_gaps == 0 or ctx.unreachable is not None:
             return
-        too_little = s.rerank != "none" and len(s.kept) < self.settings.query.min_evidence
-        if too_little:
-            prompt = prompts.REFORMULATE.format(
+        prompt = prompts.over_documents(
+            passages_block(s.docs),
+            prompts.REFLECT.format(
                 max_gaps=max_gaps,
+                query=escape_document(hop.query),
                 question=escape_document(s.question),
                 queries=escape_document(str(s.queries)),
-                documents=_kept_digest(self._ranked_unkept(s)[:5], budget=2500, max_chars=300),
-            )
-        else:
-            prompt = prompts.REFLECT.format(
-                max_gaps=max_gaps,
-                question=escape_document(s.question),
-                queries=escape_document(str(s.queries)),
-                documents=_kept_digest(s.kept),
-            )
+            ),
+        )
         try:
             gaps = await ask(
                 ctx,
@@ -310,77 +421,93 @@ class DeepSearchAgent:
                 schema=QUERIES_SCHEMA,
             )
         except BudgetExceeded as exc:
-            ctx.cut_short = exc.message
-            s.stopped = True
+            ctx.cut_short = ctx.cut_short or exc.message
             yield ctx.note(f"search cut short: {exc.message}")
             return
         except LLMError as exc:
-            if not too_little or ctx.unreachable is not None:
-                s.stopped = True
-                if ctx.unreachable is None:  # else the answer step says it, once
-                    yield ctx.note(
-                        f"reflection failed ({exc.message}); answering with what was found"
-                    )
-                return
-            gaps = []
-        s.pending = _dedupe([standalone(g, s.question) for g in gaps], s.seen)[:max_gaps]
-        if too_little and not s.pending:
-            built = fallback_reformulations(s.question, self._ranked_unkept(s), max_gaps)
-            s.pending = _dedupe(built, s.seen)[:max_gaps]
-        yield ReflectionEvent(gap_queries=list(s.pending), iteration=s.iteration)
+            if ctx.unreachable is None:
+                yield ctx.note(f"reflection failed ({exc.message}); lookup {hop.index} stays open")
+            return
+        fresh = [
+            standalone(g, hop.query)
+            for g in gaps
+            if not any(restates(g, q) for q in [*s.queries, hop.query])
+        ]
+        if fresh:
+            s.gaps[hop.index] = list(dict.fromkeys(fresh))[:max_gaps]
+        yield ReflectionEvent(gap_queries=s.gaps.get(hop.index, []), iteration=s.iteration)
 
-    def _ranked_unkept(self, s: _Search) -> list[Hit]:
-        """Retrieved passages the judge did not keep, best fused rank first."""
-        kept = {h.id for h in s.kept}
-        unkept = [h for h in s.retrieved.values() if h.id not in kept]
-        return sorted(unkept, key=lambda h: -s.fused.get(h.id, 0.0))
+    # -- 6. the answer, from the lookups' answers and their passages ------------------------
 
-    # -- 5. answer from the kept chunks only -------------------------------------------------
+    def _usable(self, s: _Search, hits: Sequence[Hit]) -> list[Hit]:
+        """The passages the judge did not drop (all of them when it judged none)."""
+        return [h for h in hits if s.verdicts.get(h.id, True)]
 
     async def _answer(self, ctx: RunContext, s: _Search) -> AsyncIterator[Event]:
         answer = s.answer
         answer.iterations = s.iteration
         answer.sub_queries = s.queries
-        answer.chunks_kept = len(s.kept)
+        for hop in s.hops:
+            if hop.status != "answered" and hop.index not in s.searched:
+                hop.status = "skipped"
         q = self.settings.query
-        passages = _answer_context(s.kept, s.fused, q.max_context_chunks)
-        verified = {h.id for h in passages} if s.rerank != "none" else set()
+        passages = self._context(s, q.max_context_chunks)
+        kept = [h for h in passages if s.verdicts.get(h.id)]
         floor = min(q.min_evidence, q.max_context_chunks)
-        if s.rerank != "none" and len(passages) < floor:
-            extra = self._ranked_unkept(s)[: floor - len(passages)]
+        if s.rerank != "none" and not s.judge_off and s.verdicts and len(kept) < floor:
+            extra = self._rejected(s, passages)[: floor - len(passages)]
             if extra:
                 passages = passages + extra
                 yield ctx.note(
-                    f"{EVIDENCE_NOTE}the relevance judge kept {len(s.kept)} of "
-                    f"{len(s.retrieved)} retrieved "
-                    f"passage(s), fewer than query.min_evidence ({q.min_evidence}); the answer "
-                    f"also uses the {len(extra)} best-ranked one(s) it rejected, unverified"
+                    f"{EVIDENCE_NOTE}the relevance judge kept {len(kept)} of "
+                    f"{len(s.verdicts)} judged passage(s), fewer than query.min_evidence "
+                    f"({q.min_evidence}); the answer also uses the {len(extra)} best-ranked "
+                    "one(s) it rejected, unverified"
                 )
-        unjudged = sorted(s.retrieved.values(), key=lambda h: h.score, reverse=True)
+        answered = [h for h in s.hops if h.status == "answered" and h.index in s.hits_of]
+        facts = {h.index: Fact(h.query, h.answer, s.hits_of[h.index]) for h in answered}
+        # What the question asks of a chain: the answers of its last lookups.
+        needed = {d for h in s.hops for d in h.depends_on}
+        required = [facts[h.index] for h in answered if h.depends_on and h.index not in needed]
+        verified = {i for i, kept_ in s.verdicts.items() if kept_}
+        unjudged = sorted(s.retrieved.values(), key=lambda h: -s.fused.get(h.id, 0.0))
         async for ev in write_answer(
-            ctx, s.question, passages, answer, fallback=unjudged, verified=verified
+            ctx,
+            s.question,
+            passages,
+            answer,
+            fallback=unjudged,
+            verified=verified,
+            facts=list(facts.values()),
+            required=required,
+            attributor=self.attributor,
         ):
             yield ev
+        ids = [h.id for h in passages]
+        for hop in s.hops:
+            hit = s.hits_of.get(hop.index)
+            if hit is not None and hit.id in ids and answer.mode == "deep":
+                hop.n = ids.index(hit.id) + 1
+        answer.hops = s.hops
         yield ctx.finish(answer)
 
+    def _context(self, s: _Search, limit: int) -> list[Hit]:
+        """The answer's passages: the last round's (the prefix the server has read), then each
+        lookup's passage and the best of earlier rounds that are not among them."""
+        out = self._usable(s, s.docs)
+        ids = {h.id for h in out}
+        extra = [s.hits_of[i] for i in sorted(s.hits_of)]
+        earlier = sorted(
+            self._usable(s, list(s.retrieved.values())), key=lambda h: -s.fused.get(h.id, 0.0)
+        )
+        for h in [*extra, *earlier[:_EARLIER_PASSAGES]]:
+            if h.id not in ids:
+                out.append(h)
+                ids.add(h.id)
+        return out[:limit]
 
-def _answer_context(kept: Sequence[Hit], fused: Mapping[str, float], limit: int) -> list[Hit]:
-    """The kept passages the answer is written from, best first, cut at ``limit``: ranked by
-    reciprocal rank fusion over every query that retrieved them (as RAG-Fusion merges the lists
-    of several generated queries), so a passage that several sub-queries found comes before
-    one a single query ranked low. Ties keep the order the passages were kept in."""
-    order = sorted(range(len(kept)), key=lambda i: (-fused.get(kept[i].id, 0.0), i))
-    return [kept[i] for i in order[:limit]]
-
-
-def _kept_digest(
-    kept: Sequence[Hit], budget: int = 6000, max_chars: int = 400, min_chars: int = 150
-) -> str:
-    """The kept passages for reflection, shortened to fit ``budget`` characters. When even
-    ``min_chars`` each do not fit, the newest passages win: reflection must see what the last
-    round found, or it proposes the same gaps again."""
-    if not kept:
-        return "(none yet)"
-    chars = max(min_chars, min(max_chars, budget // len(kept)))
-    shown = list(enumerate(kept, start=1))[-max(1, budget // chars) :]
-    return "\n\n".join(render_document(h, i, text=h.text[:chars]) for i, h in shown)
+    def _rejected(self, s: _Search, shown: Sequence[Hit]) -> list[Hit]:
+        """Judged-and-dropped passages not shown yet, best fused rank first."""
+        ids = {h.id for h in shown}
+        dropped = [s.retrieved[i] for i, kept in s.verdicts.items() if not kept and i not in ids]
+        return sorted(dropped, key=lambda h: -s.fused.get(h.id, 0.0))

@@ -1,10 +1,13 @@
-"""Judging passages: one YES/NO verdict per passage (``llm``) or one call per batch
-(``llm-batch``). A verdict that cannot be had is a ``Verdict`` without ``relevant`` and with the
-reason, so the loop can count it and say why.
+"""Judging a round's passages: one YES/NO verdict per passage (``llm``: one call each) or one
+call for the round (``llm-batch``). Both prompts come after the round's documents, so their
+calls share the prefix the server has already read. A verdict that cannot be had is a
+``Verdict`` without ``relevant`` and with the reason, so the loop can count it and say why.
 
 The verdict stays YES/NO; where the server returns log-probabilities, the decision is the
-margin log P(YES) - log P(NO) against ``query.judge_threshold`` rather than the word alone: a
-small model that says NO to a useful passage often still gives YES a fair share.
+margin log P(YES) - log P(NO) against the threshold (``llm.judge_threshold``, calibrated per
+model, else ``query.judge_threshold``) rather than the word alone: a small model that says NO
+to a useful passage often still gives YES a fair share. In a batch each verdict word has its
+own margin.
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ from dataclasses import dataclass
 from functools import partial
 
 from deepsearcher.agents import prompts
-from deepsearcher.agents.base import render_document
 from deepsearcher.agents.parsing import parse_yes_no, parse_yes_no_list
+from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.llm import JsonSchema, TokenLogprob
-from deepsearcher.prompting import ask, complete_parsed_full, escape_document, messages_for
+from deepsearcher.prompting import complete_parsed_full, escape_document, messages_for
 from deepsearcher.run_context import RunContext
 from deepsearcher.types import Hit
 
@@ -61,12 +64,25 @@ class Verdict:
         return cls(hit, None, exc.message, out_of_budget=isinstance(exc, BudgetExceeded))
 
 
-async def judge_one(ctx: RunContext, question: str, query: str, hit: Hit) -> list[Verdict]:
-    """One passage against the question and the sub-query that retrieved it."""
-    prompt = prompts.JUDGE.format(
-        question=escape_document(question),
-        queries=escape_document(query),
-        document=render_document(hit),
+def threshold(settings: Settings) -> float:
+    """The margin a passage needs: the chat model's calibrated one, else the query default."""
+    calibrated = settings.llm.judge_threshold
+    return settings.query.judge_threshold if calibrated is None else calibrated
+
+
+def _decide(ctx: RunContext, said: bool | None, margin: float | None) -> bool | None:
+    if margin is None or said is None:
+        return said
+    return margin >= threshold(ctx.settings)
+
+
+async def judge_one(
+    ctx: RunContext, documents: str, question: str, query: str, n: int, hit: Hit
+) -> list[Verdict]:
+    """Passage ``n`` of the round's ``documents`` against the question and its lookup."""
+    prompt = prompts.over_documents(
+        documents,
+        prompts.JUDGE.format(question=escape_document(question), query=escape_document(query), n=n),
     )
     llm = ctx.llm
     assert llm is not None
@@ -83,38 +99,67 @@ async def judge_one(ctx: RunContext, question: str, query: str, hit: Hit) -> lis
         )
     except (BudgetExceeded, LLMError) as exc:
         return [Verdict.failed(hit, exc)]
-    margin = yes_no_margin(completion.logprobs) if completion.logprobs else None
-    relevant = said if margin is None else margin >= ctx.settings.query.judge_threshold
-    return [Verdict(hit, relevant, margin=margin)]
+    margins = yes_no_margins(completion.logprobs or [])
+    margin = margins[0] if margins else None
+    return [Verdict(hit, _decide(ctx, said, margin), margin=margin)]
 
 
 async def judge_batch(
-    ctx: RunContext, question: str, queries: Sequence[str], hits: Sequence[Hit]
+    ctx: RunContext,
+    documents: str,
+    question: str,
+    queries: Sequence[str],
+    hits: Sequence[Hit],
+    first: int = 1,
 ) -> list[Verdict]:
-    docs = "\n\n".join(render_document(h, i) for i, h in enumerate(hits, start=1))
-    prompt = prompts.JUDGE_BATCH.format(
-        question=escape_document(question),
-        queries=escape_document(str(list(dict.fromkeys(queries)))),
-        documents=docs,
-        count=len(hits),
+    """Passages ``first`` .. ``first + len(hits) - 1`` of the round's ``documents`` in one
+    call; each verdict word's own log-probabilities give its margin."""
+    prompt = prompts.over_documents(
+        documents,
+        prompts.JUDGE_BATCH.format(
+            question=escape_document(question),
+            queries=escape_document(str(list(dict.fromkeys(queries)))),
+            first=first,
+            last=first + len(hits) - 1,
+            count=len(hits),
+        ),
     )
+    llm = ctx.llm
+    assert llm is not None
     try:
-        verdicts = await ask(
-            ctx,
-            messages_for(prompt),
-            partial(parse_yes_no_list, count=len(hits)),
-            schema=VERDICTS_SCHEMA,
+        said, completion = await ctx.llm_call(
+            lambda: complete_parsed_full(
+                llm,
+                messages_for(prompt),
+                partial(parse_yes_no_list, count=len(hits)),
+                usage=ctx.usage,
+                schema=VERDICTS_SCHEMA,
+                logprobs=True,
+            )
         )
     except (BudgetExceeded, LLMError) as exc:
         return [Verdict.failed(h, exc) for h in hits]
-    return [
-        Verdict(h, v, None if v is not None else "no verdict for this passage")
-        for h, v in zip(hits, verdicts, strict=True)
-    ]
+    margins = yes_no_margins(completion.logprobs or [])
+    if len(margins) != len(hits):  # the words did not line up with the passages
+        margins = []
+    out = []
+    for i, (h, v) in enumerate(zip(hits, said, strict=True)):
+        margin = margins[i] if margins else None
+        reason = None if v is not None else "no verdict for this passage"
+        out.append(Verdict(h, _decide(ctx, v, margin), reason, margin=margin))
+    return out
+
+
+def informative(verdicts: Sequence[Verdict]) -> bool:
+    """Whether a round's verdicts told passages apart: some kept and some dropped. All kept or
+    all dropped says nothing about which passage matters (with a small model, the usual
+    case), so later rounds rank by retrieval instead of paying for more verdicts."""
+    said = [v.relevant for v in verdicts if v.relevant is not None]
+    return len(said) < 3 or (any(said) and not all(said))
 
 
 def _word(token: str) -> str:
-    return token.strip().strip("\"'`.:{}").strip().lower()
+    return token.strip().strip("\"'`.:{}[],").strip().lower()
 
 
 def _logsumexp(values: Sequence[float]) -> float:
@@ -122,20 +167,34 @@ def _logsumexp(values: Sequence[float]) -> float:
     return top + math.log(sum(math.exp(v - top) for v in values))
 
 
-def yes_no_margin(tokens: Sequence[TokenLogprob]) -> float | None:
-    """log P(YES) - log P(NO) at the first token of the reply that is a YES or a NO, summed
-    over spellings ("YES", " yes", "Yes"). A side missing from the top alternatives is taken
-    as likely as the least likely alternative shown (in truth it is at most that). None when
-    no token is a verdict or the server sent no alternatives."""
+def _margin(tok: TokenLogprob) -> float | None:
+    options = dict(tok.top)
+    options.setdefault(tok.token, tok.logprob)
+    if len(options) < 2:
+        return None
+    yes = [lp for t, lp in options.items() if _word(t) == "yes"]
+    no = [lp for t, lp in options.items() if _word(t) == "no"]
+    floor = min(options.values())
+    return _logsumexp(yes or [floor]) - _logsumexp(no or [floor])
+
+
+def yes_no_margins(tokens: Sequence[TokenLogprob]) -> list[float]:
+    """log P(YES) - log P(NO) at each token of the reply that is a YES or a NO, in order,
+    summed over spellings ("YES", " yes", "Yes"). A side missing from the top alternatives is
+    taken as likely as the least likely alternative shown (in truth it is at most that). Empty
+    when a verdict token came without alternatives."""
+    out = []
     for tok in tokens:
         if _word(tok.token) not in ("yes", "no"):
             continue
-        options = dict(tok.top)
-        options.setdefault(tok.token, tok.logprob)
-        if len(options) < 2:
-            return None
-        yes = [lp for t, lp in options.items() if _word(t) == "yes"]
-        no = [lp for t, lp in options.items() if _word(t) == "no"]
-        floor = min(options.values())
-        return _logsumexp(yes or [floor]) - _logsumexp(no or [floor])
-    return None
+        margin = _margin(tok)
+        if margin is None:
+            return []
+        out.append(margin)
+    return out
+
+
+def yes_no_margin(tokens: Sequence[TokenLogprob]) -> float | None:
+    """The margin of the first verdict token of a reply (see ``yes_no_margins``)."""
+    margins = yes_no_margins(tokens)
+    return margins[0] if margins else None

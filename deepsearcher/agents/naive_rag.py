@@ -5,13 +5,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 
-from deepsearcher.agents.base import (
-    fallback_answer,
-    hit_to_source,
-    new_answer,
-    resolve_collections,
-    write_answer,
-)
+from deepsearcher.agents.answer import fallback_answer, write_answer
+from deepsearcher.agents.attribution import Attributor
+from deepsearcher.agents.base import hit_to_source, new_answer, resolve_collections
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded
 from deepsearcher.llm import ChatModel
@@ -71,6 +67,7 @@ class NaiveRAGAgent:
         self.settings = settings
         self.llm = llm
         self.retriever = retriever
+        self.attributor = Attributor(retriever.embedder, settings.query.attribution_threshold)
 
     async def run(self, question: str, options: QueryOptions) -> AsyncIterator[Event]:
         settings = self.settings
@@ -95,7 +92,7 @@ class NaiveRAGAgent:
             hits = []
         yield SearchEvent(query=question, hits=len(hits), new=len(hits))
         answer = new_answer(question, "naive")
-        async for ev in write_answer(ctx, question, hits, answer):
+        async for ev in write_answer(ctx, question, hits, answer, attributor=self.attributor):
             yield ev
         answer.sub_queries = [question]
         answer.iterations = 1

@@ -3,8 +3,13 @@
 Document text is data, never instructions: it is always wrapped in ``<document>`` tags and the
 system prompt says that anything inside them is quoted material. Every untrusted string is
 escaped before it is placed here (``agents.base.render_document``): a passage cannot close its
-tag, and a source path, heading or web title cannot leave its attribute. Each task prompt starts
-with a ``TASK:`` line so logs (and the scripted test server) can tell the steps apart.
+tag, and a source path, heading or web title cannot leave its attribute.
+
+Prompts that read passages put them first (``DOCUMENTS``) and the task after them: llama.cpp,
+vLLM and Ollama reuse the evaluated prefix of the previous request, so a round's verdicts, its
+lookups' answers and the final answer over the same passages pay for reading them once. Each
+task starts with a ``TASK:`` line (the first line of the prompt, or the first after the
+documents) so logs and the scripted test server can tell the steps apart.
 """
 
 from __future__ import annotations
@@ -14,67 +19,91 @@ from deepsearcher.prompting import DOCUMENT as DOCUMENT
 from deepsearcher.prompting import RETRY_FORMAT as RETRY_FORMAT
 from deepsearcher.prompting import SYSTEM as SYSTEM
 
-DECOMPOSE = """TASK: decompose
-Write at most {max_queries} short search queries that together find the evidence needed to \
-answer the question. A simple question stays one query. Every query must make sense on its \
-own, read by someone who never saw the question: repeat the names, places and things it is \
-about instead of words like "it", "they", "that office" or "this person". For a question in \
-two steps (who manages the office where X works), write one query per step and name X in both.
-Reply with a JSON object only: {{"queries": [<the queries, as strings>]}}.
-
-Question: {question}"""
-
-JUDGE = """TASK: judge
-Question: {question}
-Search query that found the passage: {queries}
-
-{document}
-
-Is this passage useful for the question or the search query: does it state a fact, name, \
-number, date, rule or definition that helps answer it, even partly? YES if it does, NO only \
-if it is about something else.
-Reply with one word: YES or NO (in JSON: {{"verdict": "YES"}} or {{"verdict": "NO"}})."""
-
-JUDGE_BATCH = """TASK: judge-batch
-For each numbered passage from the documents, decide whether it is useful for answering the \
-question: it states a fact, name, number, date, rule or definition that helps answer the \
-question or the search queries, even partly (YES), or it is about something else (NO).
-Question: {question}
-Search queries that found them: {queries}
+# The head of every prompt over passages; the task follows it.
+DOCUMENTS = """Documents:
 
 {documents}
 
+"""
+
+# The plan of a question whose wording gives no sign of a hidden step. Small models over-split
+# ("Who is Maja Lindqvist?" before "When did she join?"), so the default is one lookup.
+PLAN = """TASK: plan
+Write the lookups needed to answer the question, in order (at most {max_steps}).
+- A question about something it names (a person, product, ticket, place, document) that \
+asks one thing is ONE lookup: the question itself.
+- A question asking two separate things ("X, and Y") gets one lookup per thing.
+- A question about something it only describes ("the person who approved the budget", "the \
+town where the author was born") is a chain: first look up who or what is described, then \
+ask the question with #1 standing for that answer.
+
+Examples about other topics:
+Question: When did Maria Costa move to Lisbon?
+{{"steps": ["When did Maria Costa move to Lisbon?"]}}
+Question: Where was the author of the novel Dune born?
+{{"steps": ["Who is the author of the novel Dune?", "Where was #1 born?"]}}
+Question: What are the capitals of Peru and Chile?
+{{"steps": ["What is the capital of Peru?", "What is the capital of Chile?"]}}
+
+Reply with a JSON object only: {{"steps": [...]}}.
+Question: {question}"""
+
+# The plan of a question that describes something without naming it ("the site where the NR-7
+# is assembled"): the described phrase is found in code and handed to the model, which then
+# only has to write the two lookups.
+PLAN_CHAIN = """TASK: plan
+The question asks about something it only describes: "{described}". Answer it in lookups: \
+first find who or what that is, then ask the question with #1 standing for the answer of the \
+first lookup. Every lookup is a question ending with "?".
+
+Examples about other topics:
+Question: Where was the author of the novel Dune born? (describes: "the author of the novel \
+Dune")
+{{"steps": ["Who is the author of the novel Dune?", "Where was #1 born?"]}}
+Question: What is the email of the engineer who signed order 77? (describes: "the engineer \
+who signed order 77")
+{{"steps": ["Who signed order 77?", "What is the email of #1?"]}}
+Question: What is the phone number of the office where the X-1 drone is built? (describes: \
+"the office where the X-1 drone is built")
+{{"steps": ["Where is the X-1 drone built?", "What is the phone number of the office in #1?"]}}
+
+Reply with a JSON object only: {{"steps": [...]}}.
+Question: {question}"""
+
+# One verdict, after the round's documents: consecutive calls differ only in the last lines.
+JUDGE = """TASK: judge
+Question: {question}
+Lookup: {query}
+Is document {n} above useful for the question or the lookup: does it state a fact, name, \
+number, date, rule or definition that helps answer it, even partly? YES if it does, NO only if \
+it is about something else.
+Reply with one word: YES or NO (in JSON: {{"verdict": "YES"}} or {{"verdict": "NO"}})."""
+
+JUDGE_BATCH = """TASK: judge-batch
+Question: {question}
+Lookups: {queries}
+For each of documents {first} to {last} above, in order, decide whether it is useful for the \
+question or a lookup: it states a fact, name, number, date, rule or definition that helps \
+answer it, even partly (YES), or it is about something else (NO).
 Reply with a JSON object only: {{"verdicts": [...]}} holding exactly {count} strings, each \
-"YES" or "NO", one per passage in order."""
+"YES" or "NO", one per document in order."""
 
+# A lookup's short answer: single-hop extraction, which small models do well.
+EXTRACT = """TASK: extract
+Lookup: {query}
+Answer the lookup from the documents above: the shortest exact answer, as the document \
+writes it, of the kind the lookup asks for (who: a person or organisation; where: a place; \
+when: a date; how many or how much: a number with its unit), and the number of the document \
+that states it. If no document states it, reply {{"answer": "", "document": 0}}.
+Reply with a JSON object only: {{"answer": "...", "document": <n>}}."""
+
+# Reflection asks for the missing lookup, not for another wording of the question.
 REFLECT = """TASK: reflect
-The question is being researched with search queries. Given the queries so far and the \
-passages found helpful, decide what evidence is still missing. Propose at most {max_gaps} new \
-search queries that would find it, different from the queries so far; each must make sense \
-on its own (names instead of pronouns). If nothing is missing, reply with an empty list.
-Reply with a JSON object only: {{"queries": [<new queries, as strings>]}}, or \
-{{"queries": []}}.
-
-Question: {question}
-Queries so far: {queries}
-
-Helpful passages:
-{documents}"""
-
-# Reflection when the judge kept too little: the same step (and TASK name), asked to search on.
-REFORMULATE = """TASK: reflect
-Searching the documents has not found enough useful passages for the question yet. Write at \
-most {max_gaps} NEW search queries, different from the queries so far, that could find them: \
-the question's key words without filler, other words for its terms, one part of the question \
-at a time, or names and terms from the passages below that look related. Each query must \
-make sense on its own.
-Reply with a JSON object only: {{"queries": [<new queries, as strings>]}}.
-
-Question: {question}
-Queries so far: {queries}
-
-Passages retrieved so far (judged not useful enough):
-{documents}"""
+The lookup "{query}" (for the question "{question}") found no answer in the documents above. \
+Write at most {max_gaps} other search queries that could find it: other words for its terms, \
+or names and terms from the documents above that look related. Each query must make sense on \
+its own, different from the queries so far: {queries}.
+Reply with a JSON object only: {{"queries": [<new queries, as strings>]}}."""
 
 # Example and placeholder texts a model might copy instead of answering; parsers refuse them.
 EXAMPLE_TEXTS = frozenset(
@@ -86,22 +115,39 @@ EXAMPLE_TEXTS = frozenset(
         "search phrase",
         "the queries, as strings",
         "new queries, as strings",
+        "when did maria costa move to lisbon?",
+        "who is the author of the novel dune?",
+        "where was #1 born?",
+        "what is the capital of peru?",
+        "what is the capital of chile?",
+        "who signed order 77?",
+        "what is the email of #1?",
+        "where is the x-1 drone built?",
+        "what is the phone number of the office in #1?",
     }
 )
 
 ANSWER = """TASK: answer
-Answer the question using only the numbered passages below. Cite every claim with the \
-passage number in square brackets, like [1] or [2][3]. If the passages do not contain the \
-answer, say plainly that the documents do not state it instead of guessing. Write the \
-answer in the language of the question, whatever the language of the passages.
-{cut_short}
 Question: {question}
-
-{documents}
-
+{facts}Answer the question using only the numbered documents above, in a few sentences. \
+State the facts themselves (names, numbers, dates, places); never write a document number in \
+place of a fact. End every sentence with the numbers of the documents that support it in \
+square brackets, like [1] or [2][3]. If the documents do not contain the answer, say plainly \
+that the documents do not state it instead of guessing. Write the answer in the language of \
+the question, whatever the language of the documents.
+{cut_short}
 Answer:"""
 
-# One quoted passage; ``attributes`` (n, source, heading, title) and ``text`` arrive escaped.
+# What the lookups found, for the answer: each with the document it came from.
+FACTS = "Found so far (each lookup and its answer):\n{facts}\n"
+
+# Asked once when the answer put a citation where its fact belongs ("the extension is [3].")
+# or stopped at an intermediate finding.
+REPAIR = (
+    "Your answer cannot be used as it is: {problems}. Write the whole answer again, answering "
+    "the question itself and stating each fact (the name, number, date or place from the "
+    "documents), followed by its document number in square brackets."
+)
 
 CUT_SHORT_NOTE = (
     "Note: the search was cut short ({reason}); answer from what was found and say that the "
@@ -125,3 +171,8 @@ Conversation:
 {history}
 
 Last message: {question}"""
+
+
+def over_documents(documents: str, task: str) -> str:
+    """A task prompt after the passages it reads (``documents``: rendered blocks)."""
+    return DOCUMENTS.format(documents=documents) + task

@@ -1,15 +1,11 @@
 """Search queries the model did not write well: sub-queries that point back into the question
-("Who is that office's manager?") are made standalone, and when the loop has too little
-evidence and the model proposes nothing new, reformulations are built without it."""
+("Who is that office's manager?") are made standalone."""
 
 from __future__ import annotations
 
-import itertools
 import re
-from collections.abc import Sequence
 
 from deepsearcher.llm import JsonSchema
-from deepsearcher.types import Hit
 
 QUERIES_SCHEMA = JsonSchema(
     "queries",
@@ -67,26 +63,3 @@ def standalone(query: str, question: str) -> str:
     if not missing:
         return base
     return f"{base.rstrip(' ?.')} ({' '.join(missing)})"
-
-
-def fallback_reformulations(question: str, retrieved: Sequence[Hit], limit: int) -> list[str]:
-    """Reformulations without an LLM, for a loop that found too little: the question's key
-    words as one query, each part of a question joined with "and" or commas, the key words
-    next to the headings of the best-ranked passages retrieved so far (``retrieved`` best
-    first), then neighbouring pairs of key words. More than ``limit``: the caller drops those
-    already searched."""
-    if limit <= 0:
-        return []
-    words = key_words(question)
-    out = [" ".join(words)] if words else []
-    for part in re.split(r"\band\b|[,;]", question, flags=re.IGNORECASE):
-        part_words = key_words(part)
-        if 2 <= len(part_words) < len(words):
-            out.append(" ".join(part_words))
-    core = " ".join(words[:4])
-    for hit in retrieved[:5]:
-        if hit.heading:
-            out.append(f"{core} {hit.heading}".strip())
-    if len(words) >= 3:  # neighbouring pairs: what a keyword search matches on
-        out += [f"{a} {b}" for a, b in itertools.pairwise(words)]
-    return [q for q in dict.fromkeys(q for q in out if q)][: limit * 4]

@@ -296,6 +296,14 @@ class LLMSettings(_Section):
         "has the model write the call as JSON in its reply (small local models), 'auto' tries "
         "native and falls back to JSON when the server rejects tools.",
     )
+    judge_threshold: float | None = Field(
+        None,
+        le=10,
+        ge=-20,
+        description="The relevance judge's log P(YES) - log P(NO) threshold calibrated for this "
+        "model (benchmarks/judge_calibration.py measures it on labelled passages); unset: "
+        "query.judge_threshold.",
+    )
 
 
 class QuerySettings(_Section):
@@ -305,22 +313,42 @@ class QuerySettings(_Section):
     top_k: int = Field(10, ge=1, le=100, description="Chunks per query per collection.")
     max_iter: int = Field(3, ge=1, le=10)
     max_gap_queries: int = Field(3, ge=0, le=10)
-    rerank: Literal["llm", "llm-batch", "none"] = Field("llm", description="Chunk judgement.")
-    rerank_batch_size: int = Field(8, ge=1, le=64, description="Chunks per llm-batch call.")
-    # The default loop's worst case: route + decompose + 4x10 + 2x3x10 verdicts + 2 reflections
-    # + answer = 105 calls, so the default budget only trips when something goes wrong.
+    rerank: Literal["llm", "llm-batch", "none"] = Field(
+        "llm-batch",
+        description="How a round's passages are judged: 'llm-batch' one YES/NO call for the "
+        "round's passages (a margin per passage where the server gives log-probabilities), "
+        "'llm' one call per passage (both read the passages the round's other calls read, so a "
+        "server with prefix caching reads them once), 'none' no verdicts.",
+    )
+    rerank_batch_size: int = Field(10, ge=1, le=64, description="Chunks per llm-batch call.")
+    # The loop's worst case with rerank: llm: route + plan + 3 rounds x (10 verdicts + 4
+    # extractions + 4 reflections) + answer + repair = 58 calls, so the default budget only
+    # trips when something goes wrong.
     max_llm_calls: int = Field(120, ge=1, description="Budget: LLM calls per question.")
     max_tokens: int = Field(200_000, ge=1, description="Budget: tokens per question.")
     timeout_s: float = Field(300.0, gt=0, description="Budget: seconds per question.")
-    max_context_chunks: int = Field(20, ge=1, description="Kept chunks passed to the answer.")
+    max_context_chunks: int = Field(
+        14,
+        ge=1,
+        description="Passages the answer is written from: the last round's, each lookup's "
+        "passage and the best of earlier rounds.",
+    )
     min_evidence: int = Field(
         5,
         ge=0,
         le=100,
         description="Evidence floor of deep search: when the relevance judge keeps fewer "
         "passages than this, the best-ranked retrieved passages it rejected are added to the "
-        "answer's context, marked unverified (evidence: unverified, with a note), and the loop "
-        "keeps searching with reformulated queries. 0 trusts the judge alone.",
+        "answer's context, marked unverified (evidence: unverified, with a note). 0 trusts the "
+        "judge alone.",
+    )
+    attribution_threshold: float = Field(
+        0.76,
+        ge=0,
+        le=1,
+        description="A sentence the model left uncited is attributed to a passage that holds "
+        "its numbers and key terms when 0.9 x cosine (the embedder's) + 0.1 x term overlap "
+        "reaches this (calibrated on labelled sets: benchmarks/attribution_calibration.py).",
     )
     judge_threshold: float = Field(
         -2.0,

@@ -15,7 +15,8 @@ researcher's share of it (``workspace.Workspace``)."""
 from __future__ import annotations
 
 from deepsearcher.agents import DeepSearchAgent
-from deepsearcher.agents.base import new_answer, write_answer
+from deepsearcher.agents.answer import write_answer
+from deepsearcher.agents.base import new_answer
 from deepsearcher.options import QueryOptions
 from deepsearcher.research.budget import (
     MIN_RESEARCHER_CALLS,

@@ -1,0 +1,182 @@
+"""A lookup's short answer, extracted from the round's passages, and the query of a lookup
+that waits for earlier answers.
+
+Extraction is the step small models do well: one lookup, the passages already read (the
+prompt comes after them, so the server reuses what it read for the verdicts), a short answer
+and the number of the passage that states it. The answer is only taken when a passage holds
+it: a name or number no passage contains is the model's, not the documents'.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from deepsearcher.agents import prompts
+from deepsearcher.agents.parsing import copies_example
+from deepsearcher.llm import JsonSchema
+from deepsearcher.prompting import (
+    OutputParseError,
+    ask,
+    escape_document,
+    json_object,
+    messages_for,
+)
+from deepsearcher.run_context import RunContext
+from deepsearcher.types import Hit
+
+EXTRACT_SCHEMA = JsonSchema(
+    "extracted",
+    {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}, "document": {"type": "integer"}},
+        "required": ["answer", "document"],
+        "additionalProperties": False,
+    },
+)
+
+# Replies that mean "not found" however a model words them.
+_NOT_FOUND = re.compile(
+    r"^(?:|none|null|n/?a|unknown|not (?:found|stated|given|mentioned|available)|no answer"
+    r"|the documents? do(?:es)? not (?:state|say|mention).*|-+|\.+)$",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_WORD = re.compile(r"\w+", re.UNICODE)
+_SMALL = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "in",
+        "at",
+        "on",
+        "to",
+        "for",
+        "and",
+        "or",
+        "by",
+        "is",
+        "are",
+        "was",
+        "were",
+        "de",
+        "la",
+        "le",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """A lookup's answer and the passage that holds it (``hit`` None: not found)."""
+
+    answer: str
+    hit: Hit | None
+
+
+def parse_extracted(text: str) -> tuple[str, int]:
+    """``(answer, document number)`` from a reply; ``("", 0)`` for "not found"."""
+    data = json_object(text)
+    answer = data.get("answer")
+    if answer is None:  # a renamed key: the one string value
+        strings = [v for v in data.values() if isinstance(v, str)]
+        answer = strings[0] if len(strings) == 1 else None
+    if isinstance(answer, int | float) and not isinstance(answer, bool):
+        answer = str(answer)
+    if not isinstance(answer, str):
+        raise OutputParseError('expected {"answer": "<the short answer>", "document": <n>}')
+    answer = " ".join(answer.split()).strip(" .\"'")
+    if copies_example(answer) or answer in ("...", "…"):
+        raise OutputParseError("the answer copies the instructions; give the answer itself")
+    if _NOT_FOUND.match(answer):
+        return "", 0
+    return answer, _document_number(data)
+
+
+def _document_number(data: dict[str, object]) -> int:
+    for key in ("document", "documents", "doc", "n", "source"):
+        value = data.get(key)
+        if isinstance(value, list) and value:
+            value = value[0]
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str) and (m := re.search(r"\d+", value)):
+            return int(m.group(0))
+    return 0
+
+
+def _fold(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    return re.sub(r"(?<=\d)[,\u202f\u00a0 ](?=\d{3}\b)", "", text)
+
+
+def holds(text: str, answer: str) -> bool:
+    """Whether a passage states ``answer``: the answer itself, or all its numbers and most of
+    its words ("Northwind plant in Austin, Texas" against "assembled in Austin, Texas")."""
+    passage, wanted = _fold(text), _fold(answer)
+    if wanted in passage:
+        return True
+    if any(n not in passage for n in _NUMBER.findall(wanted)):
+        return False
+    words = [w for w in _WORD.findall(wanted) if w not in _SMALL]
+    if not words:
+        return False
+    found = sum(1 for w in words if w in passage)
+    return found / len(words) >= 0.6
+
+
+_MONTH = re.compile(
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|\d", re.IGNORECASE
+)
+_NUMBER_WORD = re.compile(
+    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\w+teen|twenty|"
+    r"thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen|"
+    r"half|none|once|twice|daily|weekly|monthly|yearly|annually)\b",
+    re.IGNORECASE,
+)
+
+
+def fits(query: str, answer: str) -> bool:
+    """Whether ``answer`` is the kind of thing ``query`` asks for, where the question word
+    says so: a person or organisation has no digits, a date has a digit or a month, an
+    amount a number. A 1.5B model asked "Who owns the CAPA…?" answers "Aurora IP-3"."""
+    head = query.strip().casefold()
+    if re.match(r"(?:who|whom|whose)\b", head):
+        return not re.search(r"\d", answer)
+    if re.match(r"(?:when|what (?:year|date|day|month))\b", head):
+        return bool(_MONTH.search(answer))
+    if re.match(
+        r"(?:how (?:many|much|long|often|old|far)|what (?:percentage|share|number))\b", head
+    ):
+        return bool(_NUMBER_WORD.search(answer))
+    return True
+
+
+def ground(answer: str, hits: Sequence[Hit], n: int) -> Hit | None:
+    """The passage that holds ``answer``: passage ``n`` (1-based) when it does, else the first
+    that does; None when none does."""
+    if 1 <= n <= len(hits) and holds(hits[n - 1].text, answer):
+        return hits[n - 1]
+    return next((h for h in hits if holds(h.text, answer)), None)
+
+
+async def extract(ctx: RunContext, documents: str, hits: Sequence[Hit], query: str) -> Extracted:
+    """The lookup's answer from the round's passages. LLM failures and a spent budget raise;
+    an answer no passage holds comes back as not found."""
+    prompt = prompts.over_documents(documents, prompts.EXTRACT.format(query=escape_document(query)))
+    answer, n = await ask(ctx, messages_for(prompt), parse_extracted, schema=EXTRACT_SCHEMA)
+    if not answer or not fits(query, answer):
+        return Extracted("", None)
+    hit = ground(answer, hits, n)
+    return Extracted(answer if hit is not None else "", hit)
+
+
+def resolve(question: str, answers: dict[int, str]) -> str:
+    """A dependent lookup's query: each ``#k`` replaced by lookup k's answer."""
+    return re.sub(r"#(\d)", lambda m: answers.get(int(m.group(1)), m.group(0)), question)

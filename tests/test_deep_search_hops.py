@@ -1,0 +1,218 @@
+"""Hops, attribution and one-shot cost, end to end: the scripted LLM server through the real
+``openai`` client, real Milvus Lite and the packaged embedder. The server plays the small
+models the issue describes: one that answers only the first hop, one that writes no [n], one
+that writes "is [3]" where the fact belongs, and one whose judge keeps every passage."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deepsearcher.config import Settings
+from deepsearcher.types import Answer
+from tests.llm_server import ScriptedLLMServer, outside_documents, task_of
+from tests.sample_docs import write_docs
+
+POLICY = "In which office is the person who approved version 3.0 of the Calibration Traceability Policy based?"
+CHAIN_DOCS = {
+    "policy.md": (
+        "# Calibration Traceability Policy\n\nVersion 3.0 of the Calibration Traceability "
+        "Policy was approved by Johan Lindqvist on 2 May 2025. It replaces version 2.4."
+    ),
+    "staff.md": (
+        "# Staff directory\n\nJohan Lindqvist works in the Göteborg office, extension 4471.\n\n"
+        "Maja Berg works in the Umeå office, extension 4410."
+    ),
+    "canteen.md": "# Canteen\n\nThe canteen in Umeå opens at 11:00 and serves vegetarian food.",
+    "roadmap.md": "# Roadmap\n\nThe IP-4 pump launches in June 2025 after verification.",
+}
+
+
+def _settings(settings: Settings, server: ScriptedLLMServer, **query: Any) -> Settings:
+    s = settings.model_copy(deep=True)
+    s.llm.base_url = server.base_url
+    s.llm.model = "scripted"
+    s.llm.timeout_s = 5
+    s.llm.max_retries = 1
+    for key, value in query.items():
+        setattr(s.query, key, value)
+    return s
+
+
+@pytest.fixture
+def chain(tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer) -> Any:
+    """A searcher over a small folder where the approver and his office are in two files, and
+    a server whose lookups answer "Johan Lindqvist", then "Göteborg"."""
+    ds = make_searcher(_settings(settings, llm_server, max_iter=3))
+    ds.load([write_docs(tmp_path / "chain", CHAIN_DOCS)], "docs")
+
+    def lookup(answer: str) -> Any:
+        def reply(req: dict[str, Any]) -> str:
+            text = req["messages"][-1]["content"]
+            docs = re.findall(r"<document[^>]*>\n(.*?)\n</document>", text, re.S)
+            n = next((i for i, d in enumerate(docs, start=1) if answer in d), 0)
+            return json.dumps({"answer": answer if n else "", "document": n})
+
+        return reply
+
+    def first_hop(req: dict[str, Any]) -> bool:
+        return task_of(req) == "extract" and "Lookup: Who or what is the person" in outside_documents(
+            req["messages"][-1]["content"]
+        )
+
+    llm_server.add_rule(lambda r: task_of(r) == "extract", lookup("Göteborg"))
+    llm_server.add_rule(first_hop, lookup("Johan Lindqvist"))
+    return ds
+
+
+def _run(ds: Any, question: str, **options: Any) -> tuple[Answer, list[Any]]:
+    async def go() -> list[Any]:
+        return [e async for e in ds.astream(question, **options)]
+
+    events = asyncio.run(go())
+    return events[-1].answer, events
+
+
+def _prompt(req: dict[str, Any]) -> str:
+    return str(req["messages"][-1]["content"])
+
+
+# -- hops, not paraphrases --------------------------------------------------------------------
+
+
+def test_a_dependent_hop_is_searched_with_the_answer_it_depends_on(
+    chain: Any, llm_server: ScriptedLLMServer
+) -> None:
+    answer, events = _run(chain, POLICY)
+    plan = next(e for e in events if e.type == "plan")
+    assert plan.depends_on == [[], [1]] and plan.steps[1] == "In which office is #1 based?"
+    rounds = [e.queries for e in events if e.type == "sub_queries"]
+    assert rounds[1] == ["In which office is Johan Lindqvist based?"]
+    # The second round is searched after the first hop has its answer, not beside it.
+    order = [e.type for e in events]
+    first_hop = next(i for i, e in enumerate(events) if e.type == "hop")
+    assert first_hop < [i for i, t in enumerate(order) if t == "sub_queries"][1]
+    assert [(h.answer, h.status) for h in answer.hops] == [
+        ("Johan Lindqvist", "answered"),
+        ("Göteborg", "answered"),
+    ]
+    assert answer.hops[0].source and answer.hops[0].source.endswith("policy.md")
+    assert answer.hops[1].source and answer.hops[1].source.endswith("staff.md")
+    # The answer is written from the hops' answers and their passages.
+    (answer_call,) = [r for r in llm_server.requests if task_of(r) == "answer"]
+    prompt = _prompt(answer_call)
+    assert "In which office is Johan Lindqvist based? Göteborg [" in prompt
+    assert "Johan Lindqvist on 2 May 2025" in prompt and "Göteborg office" in prompt
+    d = answer.to_dict()
+    assert [h["answer"] for h in d["hops"]] == ["Johan Lindqvist", "Göteborg"]
+    assert d["hops"][1]["depends_on"] == [1] and d["hops"][1]["n"] is not None
+
+
+def test_an_answer_that_stops_at_the_first_hop_is_repaired(
+    chain: Any, llm_server: ScriptedLLMServer
+) -> None:
+    llm_server.answer_style = "first-hop"  # "The answer is Johan Lindqvist [n]." every time
+    answer, events = _run(chain, POLICY)
+    assert "Göteborg" in answer.answer and "Johan Lindqvist" in answer.answer
+    assert answer.stream_replaced and answer.to_dict()["stream_replaced"] is True
+    assert any(n.startswith("answer repaired") and "last lookup" in n for n in answer.notes)
+    # Asked once more (the conversation so far as its prefix) before the finding was added.
+    again = [r for r in llm_server.requests if "cannot be used as it is" in _prompt(r)]
+    assert len(again) == 1 and "does not state what the question asks" in _prompt(again[0])
+    assert any(s.source.endswith("staff.md") for s in answer.sources)
+
+
+def test_an_answer_asked_again_that_states_the_last_hop_is_taken(
+    chain: Any, llm_server: ScriptedLLMServer
+) -> None:
+    llm_server.answer_style = "first-hop"
+    llm_server.add_rule(
+        "cannot be used as it is",
+        lambda req: "Johan Lindqvist approved it [1]; he works in the Göteborg office [2].",
+    )
+    answer, _ = _run(chain, POLICY)
+    assert answer.answer.startswith("Johan Lindqvist approved it")
+    assert any("written again" in n for n in answer.notes)
+
+
+def test_restated_lookups_are_not_searched(
+    tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
+) -> None:
+    q = "What was the May 2025 yield of production line 2 in Västerås?"
+    paraphrases = [q.replace(" in ", " at "), q.replace("?", "'s factory?"), q.replace("?", " plant?")]
+    llm_server.add_rule("TASK: plan", json.dumps({"steps": paraphrases}))
+    ds = make_searcher(_settings(settings, llm_server, max_iter=2))
+    ds.load([write_docs(tmp_path / "d", {"yield.md": "Line 2 in Västerås yielded 97.1 % in May 2025."})], "docs")
+    answer, events = _run(ds, q)
+    assert answer.sub_queries == [q]
+    plan = next(e for e in events if e.type == "plan")
+    assert plan.steps == [q] and plan.dropped == paraphrases
+
+
+# -- one-shot cost when one shot suffices ---------------------------------------------------
+
+
+def test_a_question_one_retrieval_answers_costs_four_calls_over_one_prefix(
+    tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
+) -> None:
+    ds = make_searcher(_settings(settings, llm_server))
+    ds.load([write_docs(tmp_path / "d")], "docs")
+    answer, events = _run(ds, "How often do administrator passwords change?")
+    tasks = [task_of(r) for r in llm_server.requests]
+    assert tasks == ["plan", "judge-batch", "extract", "answer"], tasks
+    assert answer.usage.llm_calls == 4 and answer.iterations == 1
+    # The verdicts, the lookup and the answer read the same passages first: a server with
+    # prefix caching reads them once.
+    judge, extract, write = (_prompt(r) for r in llm_server.requests[1:])
+    head = judge[: judge.index("TASK:")]
+    assert head.startswith("Documents:\n\n<document") and head.count("<document") >= 2
+    assert extract.startswith(head) and write.startswith(head)
+    assert answer.first_token_s is not None and 0 < answer.first_token_s <= answer.seconds
+    assert answer.to_dict()["first_token_s"] == round(answer.first_token_s, 3)
+
+
+def test_a_judge_that_keeps_every_passage_is_asked_once(
+    chain: Any, llm_server: ScriptedLLMServer
+) -> None:
+    llm_server.keep_everything = True
+    answer, events = _run(chain, POLICY)
+    assert answer.iterations == 2
+    assert llm_server.count("judge-batch") == 1  # the second round is ranked by retrieval
+    assert any("kept all" in n and "no further verdicts" in n for n in answer.notes)
+    assert not any(s.verified for s in answer.sources)
+
+
+# -- every answer attributed --------------------------------------------------------------------
+
+
+def test_an_answer_without_markers_is_attributed_to_the_passages_that_hold_it(
+    chain: Any, llm_server: ScriptedLLMServer
+) -> None:
+    llm_server.answer_style = "no-markers"
+    answer, _ = _run(chain, POLICY)
+    assert re.search(r"\[\d+\]", answer.answer), answer.answer
+    assert answer.sources and all(s.attributed for s in answer.sources)
+    assert answer.evidence == "attributed"
+    cited = {int(n) for n in re.findall(r"\[(\d+)\]", answer.answer)}
+    assert cited == {s.n for s in answer.sources}
+    assert any("attributed to the passages that hold them" in n for n in answer.notes)
+    d = answer.to_dict()
+    assert d["evidence"] == "attributed" and all(s["attributed"] for s in d["sources"])
+
+
+def test_a_citation_standing_for_its_fact_is_never_returned(
+    chain: Any, llm_server: ScriptedLLMServer
+) -> None:
+    from deepsearcher.agents.citations import fact_is_marker, sentences
+
+    llm_server.answer_style = "marker-as-fact"  # "The answer to the question is [1]."
+    for agent in ("deep", "naive"):
+        answer, _ = _run(chain, POLICY, agent=agent)
+        assert not any(fact_is_marker(s) for s in sentences(answer.answer)), answer.answer
+        assert any(n.startswith("answer repaired") for n in answer.notes), (agent, answer.notes)
+        assert answer.stream_replaced

@@ -1,0 +1,279 @@
+"""Planning a question into lookups, a lookup's short answer, and attributing an answer's
+sentences to the passages that hold them: the pieces, without a model."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from deepsearcher.agents.attribution import Attributor, overlaps, with_citations
+from deepsearcher.agents.citations import fact_is_marker, markers_to_end
+from deepsearcher.agents.hops import fits, ground, holds, parse_extracted, resolve
+from deepsearcher.agents.plan import (
+    described_phrase,
+    make_plan,
+    parse_steps,
+    restates,
+)
+from deepsearcher.prompting import OutputParseError
+from deepsearcher.types import Hit
+
+# -- which questions are chains --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "phrase"),
+    [
+        (
+            "In which office is the person who approved version 3.0 of the Calibration "
+            "Traceability Policy based?",
+            "the person who approved version 3.0 of the Calibration Traceability Policy",
+        ),
+        (
+            "What is the phone extension of whoever owns the CAPA for the late occlusion alarm?",
+            "whoever owns the CAPA for the late occlusion alarm",
+        ),
+        (
+            "Where would a dispute with the supplier of the part stored in bin B-14-03 be "
+            "arbitrated?",
+            "the supplier of the part stored in bin B-14-03",
+        ),
+        (
+            "When did the person who sent the battery latch safety notice start at the company?",
+            "the person who sent the battery latch safety notice",
+        ),
+        ("Who is the account manager for the customer behind ticket SR-10482?",
+         "the customer behind ticket SR-10482"),
+        ("What temperature range must be kept where the held-up HJ-5521 sensors are going?",
+         "where the held-up HJ-5521 sensors are going"),
+        ("What is the name of the waterfall in the country where the Bubye River is found?",
+         "the country where the Bubye River is found"),
+    ],
+)  # fmt: skip
+def test_a_described_thing_marks_a_chain(question: str, phrase: str) -> None:
+    assert described_phrase(question) == phrase
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What was the May 2025 yield of production line 2 in Västerås?",
+        "Who must approve a business trip that costs USD 3,000?",  # "a trip that": any trip
+        "What is the NR-7's payload, and which firmware does it run?",  # another clause
+        "When did Maja Lindqvist join the company?",
+        "Is the CAPA about the battery latch cracking in the drop test still open?",
+        "How many reinforced battery latches do we have on hand?",
+    ],
+)
+def test_a_named_thing_is_no_chain(question: str) -> None:
+    assert described_phrase(question) is None
+
+
+# -- checking what the model planned ---------------------------------------------------------
+
+
+def test_a_chain_keeps_the_models_lookups_where_they_fit() -> None:
+    q = "What is the phone extension of whoever owns the CAPA for the late occlusion alarm?"
+    plan = make_plan(
+        q,
+        ["Who owns the CAPA for the late occlusion alarm?", "What is the phone extension of #1?"],
+        4,
+        described_phrase(q),
+    )
+    assert [(s.question, s.depends_on) for s in plan.steps] == [
+        ("Who owns the CAPA for the late occlusion alarm?", ()),
+        ("What is the phone extension of #1?", (1,)),
+    ]
+
+
+def test_a_chain_replaces_lookups_that_do_not_fit() -> None:
+    # The model's first lookup is the whole question, its second asks nothing the question
+    # asks ("the name of #1"): both are built from the described phrase instead.
+    q = "Who is the office manager at the site where the NR-7 is assembled?"
+    plan = make_plan(q, [q, "What is the name of #1?"], 4, described_phrase(q))
+    assert [s.question for s in plan.steps] == [
+        "Who or what is the site where the NR-7 is assembled?",
+        "Who is the office manager at #1?",
+    ]
+    assert plan.steps[1].depends_on == (1,) and set(plan.dropped) == {q, "What is the name of #1?"}
+
+
+def test_steps_that_restate_the_question_are_dropped() -> None:
+    q = "What was the May 2025 yield of production line 2 in Västerås?"
+    paraphrases = [
+        "What was the May 2025 yield of production line 2 at Västerås?",
+        "What was the May 2025 yield of production line 2 in Västerås's factory?",
+        "What was the May 2025 yield of production line 2 in Västerås's plant?",
+    ]
+    plan = make_plan(q, paraphrases, 4)
+    assert [s.question for s in plan.steps] == [q]  # the question, searched once
+    assert plan.dropped == tuple(paraphrases)
+
+
+def test_parts_of_a_question_are_kept() -> None:
+    q = "How often must an administrator account's password be changed, and how soon must a lost laptop be reported?"
+    parts = [
+        "How often must an administrator account's password be changed?",
+        "How soon must a lost laptop be reported?",
+    ]
+    plan = make_plan(q, parts, 4)
+    assert [s.question for s in plan.steps] == parts and not plan.is_chain
+
+
+def test_a_chain_that_first_asks_who_a_named_person_is_is_the_question() -> None:
+    q = "When did Maja Lindqvist join the company?"
+    plan = make_plan(q, ["Who is Maja Lindqvist?", "When did #1 join the company?"], 4)
+    assert [s.question for s in plan.steps] == [q] and not plan.is_chain
+
+
+def test_answers_written_as_steps_and_dangling_references_are_dropped() -> None:
+    q = "Who directed the film that won the 1990 festival prize in Cannes?"
+    plan = make_plan(
+        q,
+        [
+            "Which film won the 1990 festival prize in Cannes?",
+            "Who directed #1?",
+            "The film is Wild at Heart, directed by #1.",  # an answer, not a lookup
+            "Who directed #4?",  # refers to nothing before it
+            "How many minutes are in a day?",  # about nothing the question says
+        ],
+        4,
+    )
+    assert [(s.question, s.depends_on) for s in plan.steps] == [
+        ("Which film won the 1990 festival prize in Cannes?", ()),
+        ("Who directed #1?", (1,)),
+    ]
+    assert len(plan.dropped) == 3
+
+
+def test_references_are_read_however_written_and_examples_refused() -> None:
+    assert parse_steps('{"steps": ["Who owns X?", "Where is # 1 based?"]}', max_steps=4) == [
+        "Who owns X?",
+        "Where is #1 based?",
+    ]
+    assert parse_steps('{"steps": ["Who owns X?", "Where is {1} based?"]}', max_steps=4)[1] == (
+        "Where is #1 based?"
+    )
+    with pytest.raises(OutputParseError, match="copy the examples"):
+        parse_steps(
+            '{"steps": ["Who is the author of the novel Dune?", "Where was #1 born?"]}',
+            max_steps=4,
+        )
+
+
+def test_restates_needs_nearly_all_terms_and_little_new() -> None:
+    q = "What is the NR-7's payload, and which firmware does it run?"
+    assert not restates("What is the payload of NR-7?", q)  # a part covers too little
+    assert restates("NR-7 payload firmware run", q)
+    assert not restates("NR-7 payload firmware run with Kestrel battery supplier", q)
+
+
+# -- a lookup's short answer -------------------------------------------------------------------
+
+
+def test_an_extracted_answer_is_read_tolerantly() -> None:
+    assert parse_extracted('{"answer": "Rafael Ortega", "document": 2}') == ("Rafael Ortega", 2)
+    assert parse_extracted('{"answer": "4471", "documents": ["[3]"]}') == ("4471", 3)
+    assert parse_extracted('{"answer": 310, "document": "1"}') == ("310", 1)
+    assert parse_extracted('{"answer": "not stated", "document": 4}') == ("", 0)
+    assert parse_extracted('{"answer": "", "document": 0}') == ("", 0)
+    assert parse_extracted('{"answer": "...", "document": 1}') == ("", 0)
+    with pytest.raises(OutputParseError):
+        parse_extracted('{"answer": "<the shortest exact answer>", "document": 1}')
+
+
+def _hit(text: str, i: int = 0) -> Hit:
+    return Hit(f"c{i}", text, "a.txt", 1.0, "docs")
+
+
+def test_an_answer_no_passage_holds_is_not_taken() -> None:
+    hits = [
+        _hit("Every NR-7 is assembled at the Northwind plant in Austin, Texas.", 0),
+        _hit("Rafael Ortega manages the Austin office, phone ext. 4471.", 1),
+    ]
+    assert ground("Austin, Texas", hits, 1) is hits[0]
+    assert ground("4471", hits, 1) is hits[1]  # the cited number was wrong, the passage not
+    assert ground("Göteborg", hits, 1) is None  # the model's, not the documents'
+    assert holds("Rafael Ortega manages the Austin office", "the Austin office's manager Rafael Ortega")
+    assert not holds("Phone ext. 4471", "ext. 4417")
+
+
+def test_a_lookup_answer_must_be_the_kind_asked_for() -> None:
+    assert not fits("Who owns the CAPA for the late occlusion alarm?", "Aurora IP-3")
+    assert fits("Who owns the CAPA for the late occlusion alarm?", "Ingrid Halvorsen")
+    assert fits("When did Henrik start?", "1 February 2016") and not fits("When did he start?", "HR")
+    assert fits("How many latches are on hand?", "310") and not fits("How many latches?", "many")
+    assert fits("Where is the NR-7 assembled?", "Austin")
+
+
+def test_a_dependent_lookup_gets_the_earlier_answers() -> None:
+    assert resolve("In which office is #1 based?", {1: "Johan Lindqvist"}) == (
+        "In which office is Johan Lindqvist based?"
+    )
+    assert resolve("#2 and #1?", {1: "a"}) == "#2 and a?"
+
+
+# -- citations standing for facts --------------------------------------------------------------
+
+
+def test_a_citation_where_its_fact_belongs_is_found() -> None:
+    assert fact_is_marker("The firmware release that fixed the problem is [3].")
+    assert fact_is_marker("The launch date is: [2][3]")
+    assert not fact_is_marker("The firmware release 4.2.1 fixed the problem [3].")
+    assert markers_to_end("The launch is [2][3] June 2025.") == "The launch is June 2025 [2][3]."
+
+
+# -- attribution -------------------------------------------------------------------------------
+
+PASSAGES = [
+    "Rafael Ortega is the office manager of the Austin office; his extension is 4471.",
+    "The NR-7 battery is supplied by Kestrel Energy with a 16-week lead time.",
+    "The Lyon office has forty employees and a robotics lab.",
+]
+
+
+def test_uncited_sentences_are_attributed_to_the_passage_that_holds_them() -> None:
+    text = (
+        "The Austin office is managed by Rafael Ortega at extension 4471. "
+        "Kestrel Energy supplies the NR-7 battery. The documents do not state the Lyon budget."
+    )
+    supports = asyncio.run(Attributor(None, 0.3).support(text, PASSAGES))
+    assert [(s.cited, s.attributed, s.supported) for s in supports] == [
+        ((1,), True, True),
+        ((2,), True, True),
+        ((), False, True),  # saying the documents do not state it needs no source
+    ]
+    assert with_citations(text, supports) == (
+        "The Austin office is managed by Rafael Ortega at extension 4471 [1]. "
+        "Kestrel Energy supplies the NR-7 battery [2]. The documents do not state the Lyon budget."
+    )
+
+
+def test_a_sentence_no_passage_holds_is_unsupported_and_a_wrong_citation_is_moved() -> None:
+    text = "Quarterly revenue in Europe grew by 12 percent. The Lyon lab has forty employees [1]."
+    supports = asyncio.run(Attributor(None, 0.3).support(text, PASSAGES))
+    assert (supports[0].cited, supports[0].supported) == ((), False)
+    assert (supports[1].written, supports[1].cited, supports[1].attributed) == ((1,), (3,), True)
+    assert with_citations(text, supports).endswith("The Lyon lab has forty employees [3].")
+
+
+def test_numbers_must_be_in_the_passage_for_it_to_be_cited() -> None:
+    text = "Rafael Ortega's extension is 4417."
+    (support,) = asyncio.run(Attributor(None, 0.0).support(text, PASSAGES))
+    assert support.cited == () and not support.supported
+
+
+def test_the_sentences_own_fact_ranks_the_passages() -> None:
+    # Both passages hold the question's words; only one holds the answer's fact (4471).
+    passages = [
+        "Office managers and their extensions are listed in the staff directory.",
+        "Rafael Ortega, office manager, Austin, extension 4471.",
+    ]
+    question = "What is the extension of the office manager?"
+    _, fact = asyncio.run(
+        Attributor(None, 0.0).scores(["The office manager's extension is 4471."], passages, question)
+    )
+    assert fact[0][1] > fact[0][0]
+    weights = overlaps(["extension 4471"], passages)
+    assert weights[0][1] > weights[0][0]
