@@ -30,6 +30,7 @@ from deepsearcher.config import Settings
 from deepsearcher.embedding import Embedder
 from deepsearcher.errors import DeepSearcherError, LoaderError
 from deepsearcher.load_lease import HeldLease, describe_holder, hold_load_lease
+from deepsearcher.options import LoadOptions
 from deepsearcher.store import (
     CollectionMeta,
     FileManifest,
@@ -91,14 +92,7 @@ class Ingestor:
             logger.debug("progress callback failed", exc_info=True)
 
     async def aload(
-        self,
-        paths: Sequence[str | Path],
-        collection: str,
-        *,
-        description: str | None = None,
-        force: bool = False,
-        prune: bool = False,
-        rebuild: bool = False,
+        self, paths: Sequence[str | Path], collection: str, options: LoadOptions | None = None
     ) -> LoadReport:
         """Load ``paths`` into ``collection`` under its load lease: a load of the same
         collection elsewhere (another process or host on this store) finishes first."""
@@ -107,14 +101,7 @@ class Ingestor:
         ) as lease:
             self._lease = lease
             try:
-                return await self._load(
-                    paths,
-                    collection,
-                    description=description,
-                    force=force,
-                    prune=prune,
-                    rebuild=rebuild,
-                )
+                return await self._load(paths, collection, options or LoadOptions())
             finally:
                 self._lease = None
 
@@ -135,15 +122,9 @@ class Ingestor:
             await asyncio.to_thread(self._lease.verify)
 
     async def _load(
-        self,
-        paths: Sequence[str | Path],
-        collection: str,
-        *,
-        description: str | None,
-        force: bool,
-        prune: bool,
-        rebuild: bool,
+        self, paths: Sequence[str | Path], collection: str, options: LoadOptions
     ) -> LoadReport:
+        description, rebuild = options.description, options.rebuild
         t0 = time.perf_counter()
         report = LoadReport(collection=collection)
         files, skipped = await asyncio.to_thread(discover_files, list(paths), self.settings.loading)
@@ -160,7 +141,7 @@ class Ingestor:
             )
             records = await asyncio.to_thread(self.manifest.file_records, collection)
 
-        jobs = await self._hash_jobs(files, records, report, force=force)
+        jobs = await self._hash_jobs(files, records, report, force=options.force)
         embedder: Embedder | None = None
         if jobs or rebuild:
             # Only now is the model needed: an unchanged reload never loads it.
@@ -195,7 +176,7 @@ class Ingestor:
             # (one with no files to load never created it).
             await asyncio.to_thread(self.store.drop_collection, collection)
 
-        if prune:
+        if options.prune:
             await self._prune(collection, records, report)
         if (
             existing_meta is not None

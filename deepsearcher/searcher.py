@@ -22,7 +22,7 @@ from deepsearcher.config import Settings, load_settings
 from deepsearcher.embedding import Embedder, build_embedder
 from deepsearcher.errors import StoreError, WebSearchError, check_question_length
 from deepsearcher.ingest import Ingestor, LoadProgress, ProgressCallback, require_loaded
-from deepsearcher.options import QueryOptions, or_configured
+from deepsearcher.options import LoadOptions, QueryOptions, or_configured
 from deepsearcher.retrieval import Retriever
 from deepsearcher.store import CollectionInfo, VectorStore, build_store, validate_collection_name
 from deepsearcher.types import Answer, AnswerDeltaEvent, DoneEvent, Event, LoadReport, Usage
@@ -144,27 +144,29 @@ class DeepSearcher:
         self,
         paths: Sequence[str | Path] | str | Path,
         collection: str | None = None,
+        options: LoadOptions | None = None,
         *,
-        description: str | None = None,
-        force: bool = False,
-        prune: bool = False,
-        rebuild: bool = False,
         on_progress: ProgressCallback | None = None,
+        **overrides: object,
     ) -> LoadReport:
-        """Load files/folders into ``collection`` incrementally; see ``Ingestor``."""
+        """Load files/folders into ``collection`` incrementally; see ``Ingestor``. ``options``
+        (or keyword ``overrides`` of its fields, e.g. ``prune=True``) say how."""
         if isinstance(paths, (str, Path)):
             paths = [paths]
+        opts = (options or LoadOptions()).with_values(overrides)
         name = validate_collection_name(collection or self.settings.vector_store.collection)
         store = await asyncio.to_thread(lambda: self.store)
         ingestor = Ingestor(self.settings, store, lambda: self.embedder, on_progress)
-        return await ingestor.aload(
-            paths, name, description=description, force=force, prune=prune, rebuild=rebuild
-        )
+        return await ingestor.aload(paths, name, opts)
 
     def load(
-        self, paths: Sequence[str | Path] | str | Path, collection: str | None = None, **kw: Any
+        self,
+        paths: Sequence[str | Path] | str | Path,
+        collection: str | None = None,
+        options: LoadOptions | None = None,
+        **kw: Any,
     ) -> LoadReport:
-        return run_sync(self.aload(paths, collection, **kw), "load")
+        return run_sync(self.aload(paths, collection, options, **kw), "load")
 
     def collections(self) -> list[CollectionInfo]:
         return self.store.list_collections()

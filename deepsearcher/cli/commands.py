@@ -21,7 +21,7 @@ from deepsearcher.cli.research import research_command
 from deepsearcher.config import Settings
 from deepsearcher.errors import CollectionNotFoundError, DeepSearcherError
 from deepsearcher.filters import Filter, FilterError
-from deepsearcher.options import QueryOptions
+from deepsearcher.options import LoadOptions, QueryOptions
 from deepsearcher.searcher import DeepSearcher, require_loaded
 
 # Locals are hidden so an API key in a local variable never reaches a traceback. Plain help
@@ -109,10 +109,7 @@ def load(
             report = ds.load(
                 paths,
                 collection,
-                description=description,
-                force=force,
-                prune=prune,
-                rebuild=rebuild,
+                LoadOptions(description=description, force=force, prune=prune, rebuild=rebuild),
                 # With --json nothing renders progress, so skipped files are logged instead.
                 on_progress=None if as_json else view.update,
             )
