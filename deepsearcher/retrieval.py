@@ -23,7 +23,7 @@ from deepsearcher.errors import (
     check_question_length,
 )
 from deepsearcher.filters import Filter
-from deepsearcher.store import CollectionInfo, VectorStore
+from deepsearcher.store import AsyncStore, CollectionInfo, VectorStore
 from deepsearcher.types import Hit
 
 # Distinct words of a query that reach BM25; a question has a few dozen.
@@ -87,7 +87,7 @@ class Retriever:
 
     def __init__(self, embedder: Embedder, store: VectorStore, settings: Settings) -> None:
         self.embedder = embedder
-        self.store = store
+        self.store = AsyncStore.of(store)
         self.settings = settings
         self.allowed: frozenset[str] | None = None  # None: every collection
         self.filter: Filter | None = None  # metadata conditions every search must meet
@@ -119,8 +119,8 @@ class Retriever:
             return None
         old = []
         for name in names:
-            recorded = await asyncio.to_thread(self.store.has_filter_fields, name)
-            if not recorded and await asyncio.to_thread(self.store.count, name) > 0:
+            recorded = await self.store.has_filter_fields(name)
+            if not recorded and await self.store.count(name) > 0:
                 old.append(name)
         if not old:
             return None
@@ -133,7 +133,7 @@ class Retriever:
         return self.allowed is None or name in self.allowed
 
     async def available_collections(self) -> list[CollectionInfo]:
-        infos = await asyncio.to_thread(self.store.list_collections)
+        infos = await self.store.list_collections()
         return [i for i in infos if self._permitted(i.name)]
 
     @staticmethod
@@ -209,7 +209,7 @@ class Retriever:
     async def _check_dimension(self, collections: Sequence[str], dimension: int) -> None:
         """Raise a clear error when a collection holds vectors of another size than the query's."""
         for name in collections:
-            meta = await asyncio.to_thread(self.store.get_meta, name)
+            meta = await self.store.get_meta(name)
             if meta is not None and meta.dimension != dimension:
                 raise IncompatibleCollectionError(
                     f"collection '{name}' holds {meta.dimension}-dimensional vectors; the "
@@ -235,14 +235,8 @@ class Retriever:
         try:
             per_collection = await asyncio.gather(
                 *(
-                    asyncio.to_thread(
-                        self.store.search,
-                        name,
-                        vectors,
-                        top_k,
-                        texts=texts,
-                        hybrid=hybrid,
-                        filter=self.filter,
+                    self.store.search(
+                        name, vectors, top_k, texts=texts, hybrid=hybrid, filter=self.filter
                     )
                     for name in collections
                 )

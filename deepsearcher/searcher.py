@@ -24,7 +24,13 @@ from deepsearcher.errors import StoreError, WebSearchError, check_question_lengt
 from deepsearcher.ingest import Ingestor, LoadProgress, ProgressCallback, require_loaded
 from deepsearcher.options import LoadOptions, QueryOptions, or_configured
 from deepsearcher.retrieval import Retriever
-from deepsearcher.store import CollectionInfo, VectorStore, build_store, validate_collection_name
+from deepsearcher.store import (
+    AsyncStore,
+    CollectionInfo,
+    VectorStore,
+    build_store,
+    validate_collection_name,
+)
 from deepsearcher.types import Answer, AnswerDeltaEvent, DoneEvent, Event, LoadReport, Usage
 
 if TYPE_CHECKING:
@@ -99,6 +105,12 @@ class DeepSearcher:
             return self._store
 
     @property
+    def astore(self) -> AsyncStore:
+        """The store for async code: each call in a worker thread, which also opens the store
+        on first use."""
+        return AsyncStore(lambda: self.store)
+
+    @property
     def llm(self) -> ChatModel | None:
         """The chat model, or None when no LLM is configured (retrieval-only)."""
         with self._lock:
@@ -155,7 +167,7 @@ class DeepSearcher:
             paths = [paths]
         opts = (options or LoadOptions()).with_values(overrides)
         name = validate_collection_name(collection or self.settings.vector_store.collection)
-        store = await asyncio.to_thread(lambda: self.store)
+        store = await self.astore.opened()
         ingestor = Ingestor(self.settings, store, lambda: self.embedder, on_progress)
         return await ingestor.aload(paths, name, opts)
 
@@ -170,6 +182,9 @@ class DeepSearcher:
 
     def collections(self) -> list[CollectionInfo]:
         return self.store.list_collections()
+
+    async def acollections(self) -> list[CollectionInfo]:
+        return await self.astore.list_collections()
 
     def drop_collection(self, name: str) -> None:
         self.store.drop_collection(validate_collection_name(name))

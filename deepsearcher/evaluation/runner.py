@@ -140,7 +140,7 @@ async def run_eval(
             f"{report.files_failed} corpus file(s) failed to load; their questions lose recall"
         )
     root = opts.corpus.resolve()
-    records = await asyncio.to_thread(ds.store.manifest.file_records, collection)
+    records = await ds.astore.file_records(collection)
     missing = unmatched_gold(questions, records, root)
     if missing:
         notes.append(
@@ -218,7 +218,6 @@ async def _run_retrieval(
     texts = [q.retrieval_text() for q in questions]
     embedder = await asyncio.to_thread(lambda: ds.embedder)
     vectors = await asyncio.to_thread(embedder.embed_query, texts)
-    store = await asyncio.to_thread(lambda: ds.store)
     fetch = max(ks) * FETCH_CHUNKS_PER_DOC
     rows: list[dict[str, Any]] = []
     labels = ["dense", "hybrid"]
@@ -226,8 +225,7 @@ async def _run_retrieval(
         for i, q in enumerate(questions):
             matcher = GoldMatcher(q.gold, root)
             t0 = time.perf_counter()
-            hits = await asyncio.to_thread(
-                store.search,
+            hits = await ds.astore.search(
                 collection,
                 vectors[i : i + 1],
                 fetch,
@@ -243,8 +241,7 @@ async def _run_retrieval(
             # first k of the larger fetch above are not what a search for k returns when the
             # fetch exceeds the window. Smaller ks are prefixes of this search while they
             # stay within the window.
-            chunk_hits = await asyncio.to_thread(
-                store.search,
+            chunk_hits = await ds.astore.search(
                 collection,
                 vectors[i : i + 1],
                 max(ks),
