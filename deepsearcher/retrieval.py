@@ -13,6 +13,7 @@ import asyncio
 import copy
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from deepsearcher.config import Settings
 from deepsearcher.embedding import Embedder
@@ -80,6 +81,15 @@ def embedder_text(query: str, embedder: Embedder) -> str:
         else:
             high = mid - 1
     return text[:low]
+
+
+@dataclass
+class Passages:
+    """A passage search's result: the hits, best first, and the notes its caller should show
+    (collections searched without, a filter that cannot apply to some)."""
+
+    hits: list[Hit]
+    notes: list[str] = field(default_factory=list)
 
 
 class Retriever:
@@ -205,6 +215,13 @@ class Retriever:
         usable, skipped = self.embedded_alike(names, infos, explicit=bool(requested))
         unfiltered = await self.filter_note(usable)
         return usable, [n for n in (*unopened, skipped, unfiltered) if n]
+
+    async def passages(self, query: str, requested: Sequence[str] | None, top_k: int) -> Passages:
+        """The ``top_k`` passages most similar to ``query`` in the ``requested`` collections
+        (refused when missing) or all this retriever sees, with ``searchable``'s notes."""
+        infos = await self.available_collections()
+        names, notes = await self.searchable(requested or None, infos)
+        return Passages((await self.search([query], names, top_k))[0][:top_k], notes)
 
     async def _check_dimension(self, collections: Sequence[str], dimension: int) -> None:
         """Raise a clear error when a collection holds vectors of another size than the query's."""

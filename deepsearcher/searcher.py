@@ -23,7 +23,7 @@ from deepsearcher.embedding import Embedder, build_embedder
 from deepsearcher.errors import StoreError, WebSearchError, check_question_length
 from deepsearcher.ingest import Ingestor, LoadProgress, ProgressCallback, require_loaded
 from deepsearcher.options import LoadOptions, QueryOptions, or_configured
-from deepsearcher.retrieval import Retriever
+from deepsearcher.retrieval import Passages, Retriever
 from deepsearcher.store import (
     AsyncStore,
     CollectionInfo,
@@ -223,6 +223,25 @@ class DeepSearcher:
             self._web_tool(options.web),
         )
 
+    async def asearch(
+        self, query: str, options: QueryOptions | None = None, **overrides: object
+    ) -> Passages:
+        """The passages most similar to ``query``, with no LLM: ``top_k`` of them (default
+        ``query.top_k``) from ``collections`` (default: all) within ``allowed_collections``,
+        each meeting ``filter``; the other options do not apply to a passage search."""
+        check_question_length(query, self.settings.server.max_question_chars, "query")
+        opts = (options or QueryOptions()).with_values(overrides)
+        retriever = await asyncio.to_thread(lambda: self.retriever)
+        scoped = retriever.within(opts.allowed_collections).filtered(opts.filter)
+        top_k = or_configured(opts.top_k, self.settings.query.top_k)
+        return await scoped.passages(query, opts.collections, top_k)
+
+    async def acheck_collections(self, names: Sequence[str]) -> None:
+        """Refuse, as a search would, a collection of ``names`` that does not exist or cannot
+        be opened (``CollectionNotFoundError`` or its own error), or an empty store."""
+        retriever = await asyncio.to_thread(lambda: self.retriever)
+        retriever.check_requested(names, await retriever.available_collections())
+
     def _answer_cache(self, options: QueryOptions, use_cache: bool) -> AnswerCache | None:
         """The cache for this question, or None: off in config or for this call, or the web
         is searched (its results change without any load telling us)."""
@@ -376,8 +395,10 @@ def stream_replaced(answer: Answer) -> bool:
 # The front ends (server, CLI) reach the layers below through this module; these are the
 # names they need from there.
 __all__ = [
+    "CollectionInfo",
     "DeepSearcher",
     "LoadProgress",
+    "Passages",
     "require_loaded",
     "run_sync",
     "stream_replaced",

@@ -27,10 +27,9 @@ from deepsearcher.evaluation.metrics import (
     token_f1,
 )
 from deepsearcher.evaluation.questions import EvalQuestion, load_questions, unmatched_gold
-from deepsearcher.ingest import ProgressCallback, require_loaded
 from deepsearcher.options import QueryOptions
-from deepsearcher.searcher import DeepSearcher
-from deepsearcher.types import Answer, LoadReport, Usage
+from deepsearcher.searcher import DeepSearcher, require_loaded
+from deepsearcher.types import Answer, LoadReport, ProgressCallback, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -284,9 +283,8 @@ async def _run_agent(
             if agent == "naive":
                 # The naive agent's "kept chunks" are its top-k search hits; it does not emit
                 # them, so search again: same query, same settings, same (deterministic) hits.
-                retriever = await asyncio.to_thread(lambda: ds.retriever)
-                top_k = ds.settings.query.top_k
-                kept = [h.source for h in (await retriever.search([query], [collection], top_k))[0]]
+                found = await ds.asearch(query, collections=[collection])
+                kept = [h.source for h in found.hits]
             sources = [s.source for s in answer.sources if s.kind == "doc"] + kept
             usage = answer.usage
             usage.add(extra)
@@ -337,13 +335,8 @@ async def _ask(
 
 async def _standalone_question(ds: DeepSearcher, q: EvalQuestion, usage: Usage) -> str:
     """Rewrite a follow-up into a standalone question with one LLM call (counted in usage)."""
-    from deepsearcher.agents.followup import rewrite_followup
-
-    llm = ds.llm
-    assert llm is not None, "agents run only with an LLM; retrieval-only runs skip this"
-    question, note = await rewrite_followup(
-        llm, q.question, [("user", t) for t in q.history], usage
-    )
+    assert ds.llm is not None, "agents run only with an LLM; retrieval-only runs skip this"
+    question, note = await ds.arewrite_followup(q.question, [("user", t) for t in q.history], usage)
     if note:
         logger.warning("question %s: %s", q.id, note)
     return question
