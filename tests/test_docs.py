@@ -171,3 +171,13 @@ def test_readme_is_short_and_names_both_test_lanes() -> None:
     assert len(readme.splitlines()) <= 250
     assert "make test " in readme and "make test-all" in readme
     assert "make demo" in readme
+
+
+def test_benchmarks_readme_holds_current_figures_and_how_to_take_them() -> None:
+    # Current figures only (the history is in docs/decisions/), each with a command that exists.
+    text = (REPO / "benchmarks/README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    commands = text.split("## Taking the figures again", 1)[1].split("\n## ", 1)[0]
+    scripts = set(re.findall(r"`(benchmarks/\w+\.py)", commands))
+    assert scripts, "no commands listed under 'Taking the figures again'"
+    assert [s for s in sorted(scripts) if not (REPO / s).exists()] == []
