@@ -29,12 +29,11 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 
 from deepsearcher import errors
-from deepsearcher.aio import TaskPump
 from deepsearcher.config import Settings
 from deepsearcher.errors import check_question_length
 from deepsearcher.options import QueryOptions
@@ -53,6 +52,7 @@ from deepsearcher.server.guard import SearchSlot, SearchSlots
 from deepsearcher.server.load import HTTPLoads, default_upload_dir
 from deepsearcher.server.openai_api import DEFAULT_MODEL, LoadRequest, parse_body
 from deepsearcher.server.public import PublicView, common_root
+from deepsearcher.server.stream import Run
 from deepsearcher.types import Answer, DoneEvent, Event, Hit, LoadReport, NoteEvent, Usage
 
 logger = logging.getLogger(__name__)
@@ -75,29 +75,6 @@ class SearchRequest:
     options: QueryOptions = field(default_factory=QueryOptions)
     history: Sequence[tuple[str, str]] = ()
     use_cache: bool = True
-
-
-class Run(Generic[T]):
-    """A run being streamed: its events read against the request's deadline, its search slot
-    held until ``close`` (which also cancels the run)."""
-
-    def __init__(self, source: AsyncIterator[T], slot: SearchSlot | None, timeout_s: float):
-        self.timeout_s = timeout_s
-        self._deadline = asyncio.get_running_loop().time() + timeout_s
-        self._pump: TaskPump[T] = TaskPump(source)
-        self._slot = slot
-
-    async def next(self) -> T | None:
-        """The next event, None at the end; the 504 when the deadline passes first."""
-        try:
-            return await self._pump.next(self._deadline - asyncio.get_running_loop().time())
-        except TimeoutError:
-            raise search_timeout(self.timeout_s) from None
-
-    def close(self) -> None:
-        self._pump.close()
-        if self._slot is not None:
-            self._slot.release()
 
 
 class SearchService:

@@ -1,24 +1,28 @@
-"""Streaming a run to a chat client: the one loop that turns a run's events into
+"""Streaming a run: ``Run``, a search or research run read event by event against the request's
+deadline, holding its search slot; and the one loop that turns a run's events into
 ``chat.completion.chunk`` frames (``chat_stream``), for a search and a research report alike,
-in an SSE response that frees the run's resources (its slot, its task: ``service.Run.close``)
-however the stream ends."""
+in an SSE response that frees the run's resources (its slot, its task: ``Run.close``) however
+the stream ends."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from deepsearcher import errors
-from deepsearcher.server.errors import RequestError, error_response
+from deepsearcher.aio import TaskPump
+from deepsearcher.server.errors import RequestError, error_response, search_timeout
+from deepsearcher.server.guard import SearchSlot
 from deepsearcher.server.openai_api import ChatRequest, ChunkWriter, sse
-from deepsearcher.server.service import Run
 from deepsearcher.types import Usage
 
 E = TypeVar("E")
+T = TypeVar("T")
 
 
 class EventStreamResponse(StreamingResponse):
@@ -35,6 +39,29 @@ class EventStreamResponse(StreamingResponse):
             await super().__call__(scope, receive, send)
         finally:
             self._on_close()
+
+
+class Run(Generic[T]):
+    """A run being streamed: its events read against the request's deadline, its search slot
+    held until ``close`` (which also cancels the run)."""
+
+    def __init__(self, source: AsyncIterator[T], slot: SearchSlot | None, timeout_s: float):
+        self.timeout_s = timeout_s
+        self._deadline = asyncio.get_running_loop().time() + timeout_s
+        self._pump: TaskPump[T] = TaskPump(source)
+        self._slot = slot
+
+    async def next(self) -> T | None:
+        """The next event, None at the end; the 504 when the deadline passes first."""
+        try:
+            return await self._pump.next(self._deadline - asyncio.get_running_loop().time())
+        except TimeoutError:
+            raise search_timeout(self.timeout_s) from None
+
+    def close(self) -> None:
+        self._pump.close()
+        if self._slot is not None:
+            self._slot.release()
 
 
 @dataclass
