@@ -196,12 +196,13 @@ def _ingest_module(candidate: str | None) -> Any:
 
 
 def instrument_pipeline(clock: StageClock, ingest: Any) -> None:
-    """Wrap parse, chunk and hash where the ingest module looks them up (this process only;
-    the library files are unchanged)."""
+    """Wrap parse, chunk and hash where the load looks them up (this process only; the library
+    files are unchanged): ``hash_file`` in the ingest module, ``parse_file`` in
+    ``deepsearcher.chunking`` (``chunk_file``), ``Chunker`` in ``deepsearcher.load_pipeline``."""
     import loaders
+    from deepsearcher import chunking, load_pipeline
 
-    # ingest imports parse_file at its top (issue #13): wrap that name too, or parse is untimed.
-    parse_file = getattr(ingest, "parse_file", loaders.parse_file)
+    parse_file = chunking.parse_file
     hash_file = ingest.hash_file
 
     def timed_parse(*args: Any, **kwargs: Any) -> Any:
@@ -212,16 +213,15 @@ def instrument_pipeline(clock: StageClock, ingest: Any) -> None:
         with clock.span("hash"):
             return hash_file(*args, **kwargs)
 
-    class TimedChunker(ingest.Chunker):
+    class TimedChunker(load_pipeline.Chunker):
         def split(self, *args: Any, **kwargs: Any) -> Any:
             with clock.span("chunk"):
                 return super().split(*args, **kwargs)
 
     loaders.parse_file = timed_parse  # type: ignore[assignment]
-    if hasattr(ingest, "parse_file"):
-        ingest.parse_file = timed_parse
+    chunking.parse_file = timed_parse  # type: ignore[assignment]
     ingest.hash_file = timed_hash  # type: ignore[assignment]
-    ingest.Chunker = TimedChunker  # type: ignore[misc]
+    load_pipeline.Chunker = TimedChunker  # type: ignore[misc]
 
 
 class RssSampler:

@@ -9,6 +9,8 @@ run per slide, notes included), each table and each record. Prose is split recur
 header line (and sheet name or caption), so a row far down still says what its cells mean;
 ``Chunk.text`` is then header + rows while ``start``/``end`` span the rows themselves. A record
 stays whole unless it alone exceeds the chunk size.
+
+``chunk_file`` is a load's work on one file: parse it, chunk it, or say why it cannot be loaded.
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ import hashlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
-from deepsearcher.config import ChunkingSettings
-from deepsearcher.errors import ConfigError
+from deepsearcher.config import ChunkingSettings, LoadingSettings
+from deepsearcher.errors import ConfigError, LoaderError
 from deepsearcher.types import Chunk, Document, Element
+from loaders import parse_file
+from loaders.discovery import modified_time
 
 logger = logging.getLogger(__name__)
 
@@ -314,6 +318,33 @@ class Chunker:
             parts.pop()
         logger.debug("no room for a context prefix in chunk %d of %s", chunk.index, doc.source)
         return ""
+
+
+def chunk_file(
+    path: Path,
+    loading: LoadingSettings,
+    chunker: Chunker,
+    content_hash: str,
+    modified: str | None = None,
+) -> list[Chunk]:
+    """Blocking: one file of a load parsed and split, each chunk stamped with the file's
+    modification time (``modified``, else read from the file). Every way one file fails (its
+    loader refuses it, a parser bug, no text) is a ``LoaderError`` whose message is the reason
+    the load reports; the load goes on with the other files. The local and the Ray pipelines
+    both load files through here."""
+    try:
+        doc = parse_file(path, loading)
+        chunks = chunker.split(doc, content_hash=content_hash)
+        stamp = modified_time(path) if modified is None else modified
+    except LoaderError:
+        raise
+    except Exception as exc:  # any parser bug is one file's failure, not the load's
+        raise LoaderError(f"could not parse: {type(exc).__name__}: {exc}"[:300]) from exc
+    if not chunks:
+        raise LoaderError("no text found")
+    for chunk in chunks:
+        chunk.modified = stamp
+    return chunks
 
 
 def _table_title(el: Element, file_type: str) -> str | None:

@@ -3,8 +3,9 @@
 Only the expensive, stateless part of a load runs on Ray: each worker (an actor of a Ray Data
 ``map_batches`` stage) loads the embedder once, then parses, chunks and embeds the files it is
 handed. Everything that decides what a load means stays with the driver in ``ingest.py``:
-discovery, hashes, the manifest, pruning and every write to the store. So chunk ids, stale-chunk
-removal and the manifest are the local pipeline's own code, and a rerun is as idempotent.
+discovery, hashes, the manifest, pruning and every write to the store (its ``LoadSink``). So
+chunk ids, stale-chunk removal and the manifest are the local pipeline's own code, each file is
+parsed and chunked by the same ``chunk_file``, and a rerun is as idempotent.
 
 A worker parses and embeds in one stage rather than two because the chunker counts tokens with
 the embedder's tokenizer: a separate parse stage would load the model a second time per worker
@@ -27,12 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from deepsearcher.chunking import Chunker
+from deepsearcher.chunking import Chunker, chunk_file
 from deepsearcher.config import Settings
 from deepsearcher.embedding import build_embedder
 from deepsearcher.errors import DeepSearcherError, LoaderError
+from deepsearcher.load_sink import FileJob, LoadSink
 from deepsearcher.types import Chunk
-from loaders import parse_file
+from loaders.discovery import modified_time
 
 logger = logging.getLogger(__name__)
 
@@ -156,17 +158,15 @@ class _Worker:
     def chunk_file(self, task: FileTask) -> list[Chunk] | str:
         """The file's chunks, or why it failed (the local pipeline's reasons)."""
         try:
-            doc = parse_file(Path(task.path), self.settings.loading)
-            chunks = self.chunker.split(doc, content_hash=task.content_hash)
+            return chunk_file(
+                Path(task.path),
+                self.settings.loading,
+                self.chunker,
+                task.content_hash,
+                task.modified,
+            )
         except LoaderError as exc:
             return exc.message
-        except Exception as exc:  # any parser bug is one file's failure, not the load's
-            return f"could not parse: {type(exc).__name__}: {exc}"[:300]
-        if not chunks:
-            return "no text found"
-        for chunk in chunks:
-            chunk.modified = task.modified
-        return chunks
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         chunks: list[Chunk] = []
@@ -296,6 +296,32 @@ class RayEngine:
         if self._owns_ray:
             self._owns_ray = False
             import_ray().shutdown()
+
+
+async def run_on_ray(
+    settings: Settings, jobs: list[FileJob], sink: LoadSink, collection_ready: Awaitable[None]
+) -> None:
+    """Parse, chunk and embed ``jobs`` on Ray workers; their outcomes go to ``sink``, which
+    stores and records here, as for the local pipeline, so chunk ids and manifest semantics
+    are the same."""
+    tasks = [FileTask(str(j.path), j.source, j.content_hash, modified_time(j.path)) for j in jobs]
+    sink.expect(jobs)
+    workers: set[int] = set()
+    async for out in embedded_batches(settings, tasks, collection_ready):
+        workers |= out.workers
+        for source, reason in out.failures:
+            sink.fail(source, reason)
+        for source, n in out.chunk_counts.items():
+            sink.parsed(source, n)
+        if out.chunks:
+            sink.emit("embedded", count=len(out.chunks))
+            await sink.store_batch(out.chunks, out.vectors)
+    logger.info(
+        "ray: %d worker process(es) parsed and embedded %d file(s): pids %s",
+        len(workers),
+        len(jobs),
+        sorted(workers),
+    )
 
 
 async def embedded_batches(

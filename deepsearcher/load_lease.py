@@ -190,6 +190,10 @@ class HeldLease:
             self._lost = f"the lease is {who}"
         self.check()
 
+    async def averify(self) -> None:
+        """``verify`` in a worker thread."""
+        await asyncio.to_thread(self.verify)
+
     def release(self) -> None:
         self._stop.set()
         self._thread.join()

@@ -1,5 +1,5 @@
 """``QueryOptions``: the per-question knobs, one frozen object shared by the library, the CLI,
-the HTTP server and the eval runner. ``None`` means "the configured value" (``query.*`` and
+the HTTP server and the eval runner; ``LoadOptions``, the same for a load. ``None`` means "the configured value" (``query.*`` and
 ``web_search.enabled`` in Settings); an option an agent has no use for (``max_iter`` for the
 naive agent) is accepted and has no effect. A value out of range is refused here, when the
 object is made, so every front end (library, CLI, HTTP, MCP) reports it the same way."""
@@ -116,11 +116,33 @@ class QueryOptions:
 
     def with_values(self, values: Mapping[str, object]) -> QueryOptions:
         """A copy with ``values`` set; unknown names raise ``UnknownOptionError``."""
-        valid = self.names()
-        unknown = sorted(set(values) - set(valid))
-        if unknown:
-            raise UnknownOptionError(
-                f"unknown query option{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",
-                f"valid options: {', '.join(valid)}",
-            )
-        return replace(self, **values)  # type: ignore[arg-type]  # names checked above
+        return _with_values(self, values, "query")
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How one load runs, whatever starts it (library, CLI, HTTP, MCP, eval): the files go into
+    a collection given beside these."""
+
+    description: str | None = None  # what the collection holds (routing); None: keep it
+    force: bool = False  # re-embed every file, changed or not
+    prune: bool = False  # remove the chunks and records of files that are gone
+    rebuild: bool = False  # drop and recreate the collection first
+
+    def with_values(self, values: Mapping[str, object]) -> LoadOptions:
+        """A copy with ``values`` set; unknown names raise ``UnknownOptionError``."""
+        return _with_values(self, values, "load")
+
+
+Options = TypeVar("Options", QueryOptions, LoadOptions)
+
+
+def _with_values(options: Options, values: Mapping[str, object], kind: str) -> Options:
+    valid = [f.name for f in fields(options)]
+    unknown = sorted(set(values) - set(valid))
+    if unknown:
+        raise UnknownOptionError(
+            f"unknown {kind} option{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",
+            f"valid options: {', '.join(valid)}",
+        )
+    return replace(options, **values)  # type: ignore[arg-type]  # names checked above

@@ -13,6 +13,7 @@ import asyncio
 import copy
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from deepsearcher.config import Settings
 from deepsearcher.embedding import Embedder
@@ -23,7 +24,7 @@ from deepsearcher.errors import (
     check_question_length,
 )
 from deepsearcher.filters import Filter
-from deepsearcher.store import CollectionInfo, VectorStore
+from deepsearcher.store import AsyncStore, CollectionInfo, VectorStore
 from deepsearcher.types import Hit
 
 # Distinct words of a query that reach BM25; a question has a few dozen.
@@ -82,12 +83,21 @@ def embedder_text(query: str, embedder: Embedder) -> str:
     return text[:low]
 
 
+@dataclass
+class Passages:
+    """A passage search's result: the hits, best first, and the notes its caller should show
+    (collections searched without, a filter that cannot apply to some)."""
+
+    hits: list[Hit]
+    notes: list[str] = field(default_factory=list)
+
+
 class Retriever:
     """Searches ``store`` with query vectors from ``embedder``. Blocking calls run in threads."""
 
     def __init__(self, embedder: Embedder, store: VectorStore, settings: Settings) -> None:
         self.embedder = embedder
-        self.store = store
+        self.store = AsyncStore.of(store)
         self.settings = settings
         self.allowed: frozenset[str] | None = None  # None: every collection
         self.filter: Filter | None = None  # metadata conditions every search must meet
@@ -119,8 +129,8 @@ class Retriever:
             return None
         old = []
         for name in names:
-            recorded = await asyncio.to_thread(self.store.has_filter_fields, name)
-            if not recorded and await asyncio.to_thread(self.store.count, name) > 0:
+            recorded = await self.store.has_filter_fields(name)
+            if not recorded and await self.store.count(name) > 0:
                 old.append(name)
         if not old:
             return None
@@ -133,7 +143,7 @@ class Retriever:
         return self.allowed is None or name in self.allowed
 
     async def available_collections(self) -> list[CollectionInfo]:
-        infos = await asyncio.to_thread(self.store.list_collections)
+        infos = await self.store.list_collections()
         return [i for i in infos if self._permitted(i.name)]
 
     @staticmethod
@@ -206,10 +216,17 @@ class Retriever:
         unfiltered = await self.filter_note(usable)
         return usable, [n for n in (*unopened, skipped, unfiltered) if n]
 
+    async def passages(self, query: str, requested: Sequence[str] | None, top_k: int) -> Passages:
+        """The ``top_k`` passages most similar to ``query`` in the ``requested`` collections
+        (refused when missing) or all this retriever sees, with ``searchable``'s notes."""
+        infos = await self.available_collections()
+        names, notes = await self.searchable(requested or None, infos)
+        return Passages((await self.search([query], names, top_k))[0][:top_k], notes)
+
     async def _check_dimension(self, collections: Sequence[str], dimension: int) -> None:
         """Raise a clear error when a collection holds vectors of another size than the query's."""
         for name in collections:
-            meta = await asyncio.to_thread(self.store.get_meta, name)
+            meta = await self.store.get_meta(name)
             if meta is not None and meta.dimension != dimension:
                 raise IncompatibleCollectionError(
                     f"collection '{name}' holds {meta.dimension}-dimensional vectors; the "
@@ -235,14 +252,8 @@ class Retriever:
         try:
             per_collection = await asyncio.gather(
                 *(
-                    asyncio.to_thread(
-                        self.store.search,
-                        name,
-                        vectors,
-                        top_k,
-                        texts=texts,
-                        hybrid=hybrid,
-                        filter=self.filter,
+                    self.store.search(
+                        name, vectors, top_k, texts=texts, hybrid=hybrid, filter=self.filter
                     )
                     for name in collections
                 )

@@ -18,7 +18,10 @@ from deepsearcher.errors import BudgetExceeded
 from deepsearcher.llm import ChatModel, LLMUnreachableError
 from deepsearcher.types import Answer, DoneEvent, NoteEvent, Usage
 
-logger = logging.getLogger(__name__)
+# The run's notes are logged under their own name (at INFO), so a front end that shows them as
+# events can leave their log records out.
+NOTES_LOGGER = "deepsearcher.notes"
+_notes_log = logging.getLogger(NOTES_LOGGER)
 T = TypeVar("T")
 
 LLM_UNREACHABLE = "LLM unreachable"  # starts the note of a run that lost its LLM
@@ -97,7 +100,7 @@ class RunContext:
 
     def note(self, message: str) -> NoteEvent:
         self.notes.append(message)
-        logger.info("%s", message)
+        _notes_log.info("%s", message)
         return NoteEvent(message=message)
 
     def unreachable_reason(self) -> str | None:

@@ -22,9 +22,15 @@ from deepsearcher.config import Settings, load_settings
 from deepsearcher.embedding import Embedder, build_embedder
 from deepsearcher.errors import StoreError, WebSearchError, check_question_length
 from deepsearcher.ingest import Ingestor, LoadProgress, ProgressCallback, require_loaded
-from deepsearcher.options import QueryOptions, or_configured
-from deepsearcher.retrieval import Retriever
-from deepsearcher.store import CollectionInfo, VectorStore, build_store, validate_collection_name
+from deepsearcher.options import LoadOptions, QueryOptions, or_configured
+from deepsearcher.retrieval import Passages, Retriever
+from deepsearcher.store import (
+    AsyncStore,
+    CollectionInfo,
+    VectorStore,
+    build_store,
+    validate_collection_name,
+)
 from deepsearcher.types import Answer, AnswerDeltaEvent, DoneEvent, Event, LoadReport, Usage
 
 if TYPE_CHECKING:
@@ -99,6 +105,12 @@ class DeepSearcher:
             return self._store
 
     @property
+    def astore(self) -> AsyncStore:
+        """The store for async code: each call in a worker thread, which also opens the store
+        on first use."""
+        return AsyncStore(lambda: self.store)
+
+    @property
     def llm(self) -> ChatModel | None:
         """The chat model, or None when no LLM is configured (retrieval-only)."""
         with self._lock:
@@ -144,30 +156,35 @@ class DeepSearcher:
         self,
         paths: Sequence[str | Path] | str | Path,
         collection: str | None = None,
+        options: LoadOptions | None = None,
         *,
-        description: str | None = None,
-        force: bool = False,
-        prune: bool = False,
-        rebuild: bool = False,
         on_progress: ProgressCallback | None = None,
+        **overrides: object,
     ) -> LoadReport:
-        """Load files/folders into ``collection`` incrementally; see ``Ingestor``."""
+        """Load files/folders into ``collection`` incrementally; see ``Ingestor``. ``options``
+        (or keyword ``overrides`` of its fields, e.g. ``prune=True``) say how."""
         if isinstance(paths, (str, Path)):
             paths = [paths]
+        opts = (options or LoadOptions()).with_values(overrides)
         name = validate_collection_name(collection or self.settings.vector_store.collection)
-        store = await asyncio.to_thread(lambda: self.store)
+        store = await self.astore.opened()
         ingestor = Ingestor(self.settings, store, lambda: self.embedder, on_progress)
-        return await ingestor.aload(
-            paths, name, description=description, force=force, prune=prune, rebuild=rebuild
-        )
+        return await ingestor.aload(paths, name, opts)
 
     def load(
-        self, paths: Sequence[str | Path] | str | Path, collection: str | None = None, **kw: Any
+        self,
+        paths: Sequence[str | Path] | str | Path,
+        collection: str | None = None,
+        options: LoadOptions | None = None,
+        **kw: Any,
     ) -> LoadReport:
-        return run_sync(self.aload(paths, collection, **kw), "load")
+        return run_sync(self.aload(paths, collection, options, **kw), "load")
 
     def collections(self) -> list[CollectionInfo]:
         return self.store.list_collections()
+
+    async def acollections(self) -> list[CollectionInfo]:
+        return await self.astore.list_collections()
 
     def drop_collection(self, name: str) -> None:
         self.store.drop_collection(validate_collection_name(name))
@@ -205,6 +222,25 @@ class DeepSearcher:
             self.retriever.within(options.allowed_collections).filtered(options.filter),
             self._web_tool(options.web),
         )
+
+    async def asearch(
+        self, query: str, options: QueryOptions | None = None, **overrides: object
+    ) -> Passages:
+        """The passages most similar to ``query``, with no LLM: ``top_k`` of them (default
+        ``query.top_k``) from ``collections`` (default: all) within ``allowed_collections``,
+        each meeting ``filter``; the other options do not apply to a passage search."""
+        check_question_length(query, self.settings.server.max_question_chars, "query")
+        opts = (options or QueryOptions()).with_values(overrides)
+        retriever = await asyncio.to_thread(lambda: self.retriever)
+        scoped = retriever.within(opts.allowed_collections).filtered(opts.filter)
+        top_k = or_configured(opts.top_k, self.settings.query.top_k)
+        return await scoped.passages(query, opts.collections, top_k)
+
+    async def acheck_collections(self, names: Sequence[str]) -> None:
+        """Refuse, as a search would, a collection of ``names`` that does not exist or cannot
+        be opened (``CollectionNotFoundError`` or its own error), or an empty store."""
+        retriever = await asyncio.to_thread(lambda: self.retriever)
+        retriever.check_requested(names, await retriever.available_collections())
 
     def _answer_cache(self, options: QueryOptions, use_cache: bool) -> AnswerCache | None:
         """The cache for this question, or None: off in config or for this call, or the web
@@ -358,8 +394,10 @@ def stream_replaced(answer: Answer) -> bool:
 # The front ends (server, CLI) reach the layers below through this module; these are the
 # names they need from there.
 __all__ = [
+    "CollectionInfo",
     "DeepSearcher",
     "LoadProgress",
+    "Passages",
     "require_loaded",
     "run_sync",
     "stream_replaced",

@@ -157,3 +157,22 @@ def test_query_refuses_a_collection_embedded_with_another_model(tmp_path: Path) 
     out = json.loads(res.stdout)
     assert out["sources"] and {s["collection"] for s in out["sources"]} == {"docs_e5"}
     assert any("skipped collections" in n and "docs (" in n for n in out.get("notes", []))
+
+
+def test_a_note_is_shown_once_with_v(tmp_path: Path, llm_server: ScriptedLLMServer) -> None:
+    # The live view prints each note; the note's log record (deepsearcher.notes, shown at -v)
+    # is left out there, and is how --json -v shows the notes, with no view to print them.
+    llm_server.strict_judge = True
+    env = {
+        "DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "q.db"),
+        "DEEPSEARCHER_LLM__BASE_URL": llm_server.base_url,
+    }
+    _load(tmp_path, env)
+    question = ["query", "Who is the office manager in Austin?", "--max-iter", "1", "-v"]
+    res = CliRunner().invoke(app, question, env=env)
+    assert res.exit_code == 0, res.output
+    assert res.stderr.count("fewer than query.min_evidence") == 1, res.stderr
+    assert "deepsearcher.notes" not in res.stderr
+    res = CliRunner().invoke(app, [*question, "--json", "--no-cache"], env=env)
+    logged = [line for line in res.stderr.splitlines() if "fewer than query.min_evidence" in line]
+    assert len(logged) == 1 and logged[0].startswith("info deepsearcher.notes: "), res.stderr

@@ -171,3 +171,31 @@ def test_readme_is_short_and_names_both_test_lanes() -> None:
     assert len(readme.splitlines()) <= 250
     assert "make test " in readme and "make test-all" in readme
     assert "make demo" in readme
+
+
+def test_benchmarks_readme_holds_current_figures_and_how_to_take_them() -> None:
+    # Current figures only (the history is in docs/decisions/), each with a command that exists.
+    text = (REPO / "benchmarks/README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    commands = text.split("## Taking the figures again", 1)[1].split("\n## ", 1)[0]
+    scripts = set(re.findall(r"`(benchmarks/\w+\.py)", commands))
+    assert scripts, "no commands listed under 'Taking the figures again'"
+    assert [s for s in sorted(scripts) if not (REPO / s).exists()] == []
+
+
+def test_where_new_code_goes_names_what_exists() -> None:
+    # The guides point a newcomer at files and names: each one must still be there.
+    import deepsearcher.server.service as service
+
+    for doc in (REPO / "docs/architecture.md", REPO / "CONTRIBUTING.md"):
+        text = _outside_fences(doc.read_text(encoding="utf-8"))
+        paths = set(re.findall(r"`((?:deepsearcher|loaders|tests|scripts)/[\w/.]+\.py)`", text))
+        server = set(re.findall(r"`server/(\w+\.py)`", text))
+        missing = [p for p in sorted(paths) if not (REPO / p).exists()]
+        missing += [p for p in sorted(server) if not (REPO / "deepsearcher/server" / p).exists()]
+        assert missing == [], f"{doc.relative_to(REPO)} names files that do not exist: {missing}"
+    text = (REPO / "docs/architecture.md").read_text(encoding="utf-8")
+    route = text.split("- **A route**", 1)[1].split("\n- **", 1)[0]
+    operations = re.findall(r"`(\w+)`", route.split("server/service.py`:", 1)[1].split(")", 1)[0])
+    assert operations, "the route paragraph lists no SearchService operations"
+    assert [o for o in operations if not hasattr(service.SearchService, o)] == []

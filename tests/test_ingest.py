@@ -110,10 +110,10 @@ def test_every_encode_batch_runs_on_one_thread(
 ) -> None:
     # Each thread that runs the encoder keeps its own malloc arena of freed activations; batches
     # spread over a thread pool raised the PDF benchmark's peak RSS from 1.5 to 2.2 GB.
-    import deepsearcher.ingest as ingest
+    import deepsearcher.load_pipeline as pipeline
 
-    monkeypatch.setattr(ingest, "_EMBED_BATCH", 3)
-    monkeypatch.setattr(ingest, "_MAX_BUFFERED", 6)
+    monkeypatch.setattr(pipeline, "_EMBED_BATCH", 3)
+    monkeypatch.setattr(pipeline, "_MAX_BUFFERED", 6)
     recorder = _ThreadRecordingEmbedder(embedder)
     ds = make_searcher(embedder=recorder)
     report = ds.load([_corpus(tmp_path / "docs", n=6)], "c")

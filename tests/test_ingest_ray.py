@@ -95,7 +95,7 @@ def test_ray_with_one_and_two_workers_gives_the_local_collection(
     for name, engine, workers in (("local", "local", 1), ("ray1", "ray", 1), ("ray2", "ray", 2)):
         ds = make_searcher(_settings(milvus_server, engine, workers))
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="deepsearcher.ingest"):
+        with caplog.at_level(logging.INFO, logger="deepsearcher.ingest_ray"):
             report = ds.load([docs], name)
         # The files were parsed and embedded by Ray's worker processes, not in this one.
         ran = _ray_workers(caplog.records)

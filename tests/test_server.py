@@ -136,6 +136,29 @@ def test_streaming_matches_the_plain_answer(serve: Serve) -> None:
     assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
 
 
+def test_a_broken_answer_stream_ends_with_the_answer_that_stands(
+    serve: Serve, llm_server: ScriptedLLMServer
+) -> None:
+    # The LLM server aborts the streamed answer after its first words; the client writes it
+    # again without streaming. The chat stream has sent those words already: its last frame
+    # sends the whole answer after them, so what the reader ends with is the answer.
+    url = serve()
+    llm_server.add_fault("abort", match=lambda r: bool(r.get("stream")))
+    chunks = list(
+        _client(url).chat.completions.create(
+            model="deepsearcher", messages=[{"role": "user", "content": QUESTION}], stream=True
+        )
+    )
+    deltas = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta]
+    final = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop")
+    answer = final.model_extra["deepsearcher"]
+    assert any("broke off" in n for n in answer["notes"])
+    streamed = "".join(d for d in deltas[:-1] if d)
+    assert streamed.strip()  # the first words went out before the break
+    tail = final.choices[0].delta.content
+    assert tail.startswith("\n\n") and "45 euros" in tail and "\n\nSources:\n[1] " in tail
+
+
 def test_query_endpoint_answers_with_the_documented_schema(
     serve: Serve, llm_server: ScriptedLLMServer
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +14,9 @@ import pytest
 from deepsearcher.config import Settings
 from deepsearcher.options import QueryOptions
 from deepsearcher.searcher import DeepSearcher
+from deepsearcher.server.access import Access
 from deepsearcher.server.errors import RequestError
+from deepsearcher.server.openai_api import LoadRequest
 from deepsearcher.server.service import SearchService
 
 
@@ -101,3 +104,55 @@ def test_a_stream_holds_its_slot_until_closed(settings: Settings) -> None:
         run.close()
 
     asyncio.run(scenario())
+
+
+def _status(work: Any) -> tuple[int, str]:
+    """The ``RequestError`` a service call refuses with: its status and code."""
+    with pytest.raises(RequestError) as caught:
+        asyncio.run(work)
+    return caught.value.status, caught.value.code or ""
+
+
+def test_each_operation_checks_the_key_itself(
+    settings: Settings, make_searcher: Any, tmp_path: Path
+) -> None:
+    # The front ends hand the service the caller's access and nothing else: what a key may
+    # read or load is decided in the operation, the same for a REST route and an MCP tool.
+    for name, text in (("hr", "The daily meal allowance is 45 euros."), ("support", SUPPORT)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / f"{name}.md").write_text(text, encoding="utf-8")
+    ds = make_searcher()
+    for name in ("hr", "support"):
+        ds.load([tmp_path / name], name)
+    svc = SearchService(ds, settings, remote=True)
+    support = Access("support desk", read=("support",), load=("support",))
+    everything = Access("admin")
+
+    listed = asyncio.run(svc.collections(support))
+    assert [i.name for i in listed] == ["support"]
+    found = asyncio.run(svc.passages(support, "meal allowance", QueryOptions()))
+    assert found.hits and {h.collection for h in found.hits} == {"support"}
+    named = QueryOptions(collections=["hr"])
+    assert _status(svc.passages(support, "meal allowance", named)) == (403, "collection_forbidden")
+
+    hr_hit = asyncio.run(svc.passages(everything, "meal allowance", named)).hits[0]
+    assert asyncio.run(svc.passage(everything, "hr", hr_hit.id)).text == hr_hit.text
+    assert _status(svc.passage(support, "hr", hr_hit.id)) == (403, "collection_forbidden")
+    # Refused before it is looked for: a refused key learns nothing of what exists.
+    assert _status(svc.passage(support, "finance", "0" * 40)) == (403, "collection_forbidden")
+    assert _status(svc.passage(everything, "hr", "0" * 40))[0] == 404
+
+    request = asyncio.run(svc.research_request(support, "What does support handle?"))
+    assert list(request.collections or []) == ["support"]
+    assert asyncio.run(svc.research_request(everything, "Everything?")).collections is None
+    assert _status(svc.research_request(support, "r", ["hr"])) == (403, "collection_forbidden")
+    missing = svc.research_request(everything, "r", ["finance"])
+    assert _status(missing) == (404, "collection_not_found")
+
+    # The key may not load into hr: refused before anything looks at the paths.
+    load = LoadRequest(paths=["anything"], collection="hr")
+    assert _status(svc.load_paths(support, load)) == (403, "load_forbidden")
+    assert _status(svc.load_paths(everything, load)) == (403, "load_root_unset")
+
+
+SUPPORT = "The support desk answers tickets within one working day."

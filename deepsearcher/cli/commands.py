@@ -21,7 +21,7 @@ from deepsearcher.cli.research import research_command
 from deepsearcher.config import Settings
 from deepsearcher.errors import CollectionNotFoundError, DeepSearcherError
 from deepsearcher.filters import Filter, FilterError
-from deepsearcher.options import QueryOptions
+from deepsearcher.options import LoadOptions, QueryOptions
 from deepsearcher.searcher import DeepSearcher, require_loaded
 
 # Locals are hidden so an API key in a local variable never reaches a traceback. Plain help
@@ -109,10 +109,7 @@ def load(
             report = ds.load(
                 paths,
                 collection,
-                description=description,
-                force=force,
-                prune=prune,
-                rebuild=rebuild,
+                LoadOptions(description=description, force=force, prune=prune, rebuild=rebuild),
                 # With --json nothing renders progress, so skipped files are logged instead.
                 on_progress=None if as_json else view.update,
             )
@@ -170,10 +167,11 @@ def query(
             raise DeepSearcherError(
                 "the question is empty", 'ask something: deepsearcher query "Who approves travel?"'
             )
-        # --agent sets the default agent (its errors name the setting); the per-question knobs
-        # travel in QueryOptions, which checks their ranges for every front end.
-        settings = make_settings(config, {"query.agent": ("--agent", agent)})
+        # The per-question knobs travel in QueryOptions, which checks their ranges and names
+        # for every front end (library, CLI, HTTP, MCP) alike.
+        settings = make_settings(config)
         options = QueryOptions(
+            agent=agent,
             collections=collection or None,
             top_k=top_k,
             max_iter=max_iter,
@@ -219,8 +217,11 @@ def _report_lost_llm(settings: Settings, answer: Any, *, explicit_agent: bool) -
 
 def _drop_rendered_notes(record: logging.LogRecord) -> bool:
     # The live view prints each note event; the same note's log record (shown at -v) would
-    # print it a second time.
-    return not (record.name == "deepsearcher.run_context" and record.funcName == "note")
+    # print it a second time. Imported here: run_context imports the LLM client (slow), which
+    # only a query needs.
+    from deepsearcher.run_context import NOTES_LOGGER
+
+    return record.name != NOTES_LOGGER
 
 
 async def _consume(

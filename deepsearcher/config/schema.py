@@ -224,7 +224,7 @@ class VectorStoreSettings(_Section):
         "multilingual",
         description="BM25 tokenizer: multilingual (jieba + lowercase: Chinese words and "
         "Latin-script words in one collection; English recall within noise of standard's, "
-        "see benchmarks/README.md), standard (Latin-script words only: a run of Chinese "
+        "see docs/decisions/2026-12-01-languages-minilm-vs-e5.md), standard (Latin-script words only: a run of Chinese "
         "characters stays one token), or chinese (jieba, collections made before multilingual).",
     )
     # Larger windows measured worse (docs/decisions/2026-12-01-fusion-rrf-k.md): RRF then lifts

@@ -33,7 +33,7 @@ _E5_MAX_TOKENS = 512
 _PREFIX = {False: "passage: ", True: "query: "}
 # CPU flags (Linux /proc/cpuinfo names) under which oneDNN runs bf16 matrix products natively.
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
-# Without them, by measurement (benchmarks/README.md, "multilingual-e5-small on torch"):
+# Without them, by measurement (docs/decisions/2026-12-02-e5-on-torch-first-cut.md):
 FALLBACK_ENGINE = "torch-fp32"
 
 

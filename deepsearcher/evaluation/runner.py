@@ -27,10 +27,9 @@ from deepsearcher.evaluation.metrics import (
     token_f1,
 )
 from deepsearcher.evaluation.questions import EvalQuestion, load_questions, unmatched_gold
-from deepsearcher.ingest import ProgressCallback, require_loaded
 from deepsearcher.options import QueryOptions
-from deepsearcher.searcher import DeepSearcher
-from deepsearcher.types import Answer, LoadReport, Usage
+from deepsearcher.searcher import DeepSearcher, require_loaded
+from deepsearcher.types import Answer, LoadReport, ProgressCallback, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +139,7 @@ async def run_eval(
             f"{report.files_failed} corpus file(s) failed to load; their questions lose recall"
         )
     root = opts.corpus.resolve()
-    records = await asyncio.to_thread(ds.store.manifest.file_records, collection)
+    records = await ds.astore.file_records(collection)
     missing = unmatched_gold(questions, records, root)
     if missing:
         notes.append(
@@ -218,7 +217,6 @@ async def _run_retrieval(
     texts = [q.retrieval_text() for q in questions]
     embedder = await asyncio.to_thread(lambda: ds.embedder)
     vectors = await asyncio.to_thread(embedder.embed_query, texts)
-    store = await asyncio.to_thread(lambda: ds.store)
     fetch = max(ks) * FETCH_CHUNKS_PER_DOC
     rows: list[dict[str, Any]] = []
     labels = ["dense", "hybrid"]
@@ -226,8 +224,7 @@ async def _run_retrieval(
         for i, q in enumerate(questions):
             matcher = GoldMatcher(q.gold, root)
             t0 = time.perf_counter()
-            hits = await asyncio.to_thread(
-                store.search,
+            hits = await ds.astore.search(
                 collection,
                 vectors[i : i + 1],
                 fetch,
@@ -243,8 +240,7 @@ async def _run_retrieval(
             # first k of the larger fetch above are not what a search for k returns when the
             # fetch exceeds the window. Smaller ks are prefixes of this search while they
             # stay within the window.
-            chunk_hits = await asyncio.to_thread(
-                store.search,
+            chunk_hits = await ds.astore.search(
                 collection,
                 vectors[i : i + 1],
                 max(ks),
@@ -287,9 +283,8 @@ async def _run_agent(
             if agent == "naive":
                 # The naive agent's "kept chunks" are its top-k search hits; it does not emit
                 # them, so search again: same query, same settings, same (deterministic) hits.
-                retriever = await asyncio.to_thread(lambda: ds.retriever)
-                top_k = ds.settings.query.top_k
-                kept = [h.source for h in (await retriever.search([query], [collection], top_k))[0]]
+                found = await ds.asearch(query, collections=[collection])
+                kept = [h.source for h in found.hits]
             sources = [s.source for s in answer.sources if s.kind == "doc"] + kept
             usage = answer.usage
             usage.add(extra)
@@ -340,13 +335,8 @@ async def _ask(
 
 async def _standalone_question(ds: DeepSearcher, q: EvalQuestion, usage: Usage) -> str:
     """Rewrite a follow-up into a standalone question with one LLM call (counted in usage)."""
-    from deepsearcher.agents.followup import rewrite_followup
-
-    llm = ds.llm
-    assert llm is not None, "agents run only with an LLM; retrieval-only runs skip this"
-    question, note = await rewrite_followup(
-        llm, q.question, [("user", t) for t in q.history], usage
-    )
+    assert ds.llm is not None, "agents run only with an LLM; retrieval-only runs skip this"
+    question, note = await ds.arewrite_followup(q.question, [("user", t) for t in q.history], usage)
     if note:
         logger.warning("question %s: %s", q.id, note)
     return question

@@ -28,10 +28,10 @@ from starlette.middleware.cors import CORSMiddleware
 
 from deepsearcher import errors
 from deepsearcher.config import ServerSettings, Settings
-from deepsearcher.searcher import DeepSearcher
+from deepsearcher.searcher import DeepSearcher, stream_replaced
 from deepsearcher.server.access import KeyRing, access_of, load_keys_file
 from deepsearcher.server.disconnect import DisconnectWatchMiddleware
-from deepsearcher.server.errors import RequestError, error_response
+from deepsearcher.server.errors import ClientGone, RequestError, error_response
 from deepsearcher.server.guard import (
     API_KEYS_ENV,
     APIKeyMiddleware,
@@ -47,7 +47,6 @@ from deepsearcher.server.openai_api import (
     DEFAULT_MODEL,
     ChatRequest,
     ChunkWriter,
-    LoadRequest,
     QueryRequest,
     answer_details,
     chat_completion,
@@ -55,73 +54,54 @@ from deepsearcher.server.openai_api import (
     history_turns,
     parse_body,
     sources_markdown,
-    sse,
 )
 from deepsearcher.server.page import PAGE_PATHS, page_routes
 from deepsearcher.server.research import RESEARCH_MODEL, research_chat, research_routes
-from deepsearcher.server.service import Run, SearchRequest, SearchService
-from deepsearcher.server.stream import EventStreamResponse
-from deepsearcher.types import AnswerDeltaEvent, DoneEvent, Event, NoteEvent
+from deepsearcher.server.service import SearchRequest, SearchService
+from deepsearcher.server.stream import ChatFrames, chat_stream
+from deepsearcher.types import Answer, AnswerDeltaEvent, DoneEvent, Event
 
 logger = logging.getLogger(__name__)
 # A readiness probe must answer before the load balancer's own probe timeout gives up on it.
 _READY_TIMEOUT_S = 5.0
 
 
-async def _stream_chat(svc: SearchService, req: ChatRequest, ask: SearchRequest) -> Response:
-    run = await svc.stream(svc.events(ask))
-    try:  # failures before the first event still get a real HTTP status
-        first = await run.next()
-    except BaseException:
-        run.close()
-        raise
-    return EventStreamResponse(_chunks(svc, req, first, run), run.close)
+class _AnswerFrames:
+    """A search as chat frames: each answer delta as content, each other step as a
+    ``deepsearcher_event``, then what stands of the answer and its sources."""
+
+    def __init__(self, svc: SearchService) -> None:
+        self.svc = svc
+        self.told: list[str] = []
+
+    async def __call__(self, event: Event, out: ChunkWriter) -> ChatFrames:
+        event = await self.svc.public_event(event)
+        if isinstance(event, AnswerDeltaEvent):
+            self.told.append(event.text)
+            return ChatFrames([out.frame({"content": event.text})])
+        if not (isinstance(event, DoneEvent) and event.answer is not None):
+            return ChatFrames([out.frame({}, deepsearcher_event=event.to_dict())])
+        answer = event.answer
+        tail = sources_markdown(answer.sources)
+        if not "".join(self.told).strip():  # nothing streamed (no LLM, or a fallback answer)
+            tail = answer.answer + tail
+        elif _stream_replaced(answer):  # the answer stream broke off: send what stands
+            tail = "\n\n" + answer.answer + tail
+        last = out.frame(
+            {"content": tail},
+            "stop",
+            sources=[s.to_dict() for s in answer.sources],
+            evidence=answer.evidence,
+            deepsearcher=answer_details(answer),
+        )
+        return ChatFrames([last], answer.usage)
 
 
-async def _chunks(
-    svc: SearchService, req: ChatRequest, event: Event | None, run: Run[Event]
-) -> AsyncIterator[str]:
-    """The search as ``chat.completion.chunk`` frames: each answer delta as content, each
-    other step as a ``deepsearcher_event``, then the sources."""
-    out = ChunkWriter(req.model)
-    yield out.frame({"role": "assistant", "content": ""})
-    told: list[str] = []
-    noted_after_text = False
-    try:
-        while event is not None:
-            event = await svc.public_event(event)
-            if isinstance(event, AnswerDeltaEvent):
-                told.append(event.text)
-                yield out.frame({"content": event.text})
-            elif isinstance(event, DoneEvent) and event.answer is not None:
-                answer = event.answer
-                text = "".join(told)
-                tail = sources_markdown(answer.sources)
-                if not text.strip():  # nothing streamed (no LLM, or a fallback answer)
-                    tail = answer.answer + tail
-                elif noted_after_text and answer.answer.strip() != text.strip():
-                    # The answer stream broke off and was replaced: send what stands.
-                    tail = "\n\n" + answer.answer + tail
-                yield out.frame(
-                    {"content": tail},
-                    "stop",
-                    sources=[s.to_dict() for s in answer.sources],
-                    evidence=answer.evidence,
-                    deepsearcher=answer_details(answer),
-                )
-                if req.include_usage:
-                    yield out.usage(answer.usage)
-                yield sse("[DONE]")
-                return
-            else:
-                noted_after_text = noted_after_text or (bool(told) and isinstance(event, NoteEvent))
-                yield out.frame({}, deepsearcher_event=event.to_dict())
-            event = await run.next()
-        raise errors.DeepSearcherError("the search ended without an answer")
-    except (RequestError, errors.DeepSearcherError) as exc:
-        # Headers are gone: the OpenAI clients raise on an error object in the stream.
-        body = error_response(exc, svc.view.text).body
-        yield sse(bytes(body).decode())
+def _stream_replaced(answer: Answer) -> bool:
+    # The answer says so in a field (Answer.stream_replaced) where it has one; before that,
+    # by the note the agent adds.
+    replaced = getattr(answer, "stream_replaced", None)
+    return replaced if isinstance(replaced, bool) else stream_replaced(answer)
 
 
 async def _readiness(searcher: DeepSearcher) -> tuple[int, dict[str, Any]]:
@@ -130,7 +110,7 @@ async def _readiness(searcher: DeepSearcher) -> tuple[int, dict[str, Any]]:
     body: dict[str, Any] = {"status": "ready"}
     status = 200
     try:
-        infos = await asyncio.wait_for(asyncio.to_thread(searcher.collections), _READY_TIMEOUT_S)
+        infos = await asyncio.wait_for(searcher.acollections(), _READY_TIMEOUT_S)
         body["store"] = {"ok": True, "reachable": True, "collections": len(infos)}
     except (errors.DeepSearcherError, TimeoutError) as exc:
         # The driver's text names the store's host and port: the log keeps it.
@@ -233,6 +213,8 @@ def _answer_errors(app: FastAPI, public: Callable[[str], str]) -> None:
     )
     for exc_type in (*handled, Exception):
         app.add_exception_handler(exc_type, lambda _req, exc: error_response(exc, public))
+    # Nobody is listening: uvicorn drops the response.
+    app.add_exception_handler(ClientGone, lambda _req, _exc: Response(status_code=499))
 
 
 def _add_middleware(
@@ -275,26 +257,26 @@ def _search_routes(svc: SearchService) -> APIRouter:
             return await research_chat(svc, request, req)
         question, history = req.question_and_history(svc.server.max_question_chars)
         named = [req.model] if req.model and req.model != DEFAULT_MODEL else None
-        options = await svc.scoped(access_of(request.scope), req.query_options(named))
-        ask = SearchRequest(question, options, history_turns(history), req.cache)
+        ask = SearchRequest(question, req.query_options(named), history_turns(history), req.cache)
+        access = access_of(request.scope)
         if req.stream:
-            return await _stream_chat(svc, req, ask)
-        answer = await svc.unless_gone(request.scope, svc.answer(ask), "search")
-        if answer is None:
-            return Response(status_code=499)  # nobody is listening; uvicorn drops it
+            run = await svc.answer_stream(access, ask)
+            ended = "the search ended without an answer"
+            return await chat_stream(req, run, _AnswerFrames(svc), svc.view.text, ended)
+        answer = await svc.unless_gone(request.scope, svc.answer(access, ask), "search")
         return JSONResponse(chat_completion(answer, req.model))
 
     @router.get("/v1/models")
     async def models(request: Request) -> dict[str, Any]:
         access = access_of(request.scope)
-        infos = await asyncio.to_thread(svc.searcher.collections)
+        infos = await svc.collections(access)
         everything = "every collection" if access.reads_all else "every collection this key reads"
         data = [
             _model(DEFAULT_MODEL, f"searches {everything}"),
             _model(RESEARCH_MODEL, f"writes a cited research report over {everything}"),
         ]
         for info in infos:
-            if info.name not in (DEFAULT_MODEL, RESEARCH_MODEL) and access.readable(info.name):
+            if info.name not in (DEFAULT_MODEL, RESEARCH_MODEL):
                 description = info.meta.description if info.meta else ""
                 model = {**_model(info.name, description), "chunks": info.rows, "files": info.files}
                 if info.error is not None:  # listed, with why it cannot be searched now
@@ -306,12 +288,9 @@ def _search_routes(svc: SearchService) -> APIRouter:
     async def query(request: Request) -> Response:
         req: QueryRequest = parse_body(await request.body(), QueryRequest)
         check_question(req.question, svc.server.max_question_chars)
-        options = await svc.scoped(access_of(request.scope), req.query_options(req.collections))
-        ask = SearchRequest(req.question, options, use_cache=req.cache)
-        answer = await svc.unless_gone(request.scope, svc.answer(ask), "search")
-        if answer is None:
-            return Response(status_code=499)
-        return JSONResponse(answer.to_dict())
+        ask = SearchRequest(req.question, req.query_options(req.collections), use_cache=req.cache)
+        work = svc.answer(access_of(request.scope), ask)
+        return JSONResponse((await svc.unless_gone(request.scope, work, "search")).to_dict())
 
     return router
 
@@ -321,15 +300,7 @@ def _load_routes(svc: SearchService) -> APIRouter:
 
     @router.post("/v1/load")
     async def load(request: Request) -> dict[str, Any]:
-        access = access_of(request.scope)
-        access.check_load()  # before the body is read: a key that may not load uploads nothing
-        if request.headers.get("content-type", "").startswith("multipart/form-data"):
-            report = await svc.loads.load_uploads(request, authorize=access.check_load)
-        else:
-            req = parse_body(await request.body(), LoadRequest)
-            access.check_load(req.collection or svc.searcher.settings.vector_store.collection)
-            report = await svc.loads.load_paths(req)
-        return svc.view.report(report).to_dict()
+        return (await svc.load(access_of(request.scope), request)).to_dict()
 
     return router
 

@@ -60,6 +60,15 @@ class RequestError(Exception):
         return error_body(self.message, self.type, self.code, self.hint)
 
 
+class ClientGone(Exception):
+    """The client hung up before its answer was ready: the work was cancelled, and nobody is
+    left to answer (over HTTP a 499, which uvicorn drops; over MCP a tool error)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"the client disconnected; the {what} was stopped")
+        self.what = what
+
+
 def search_timeout(seconds: float) -> RequestError:
     """The 504 for a search (or the work before it) that outlived ``server.request_timeout_s``."""
     return RequestError(

@@ -20,6 +20,7 @@ from starlette.requests import Request
 
 from deepsearcher import errors
 from deepsearcher.config import ServerSettings, Settings
+from deepsearcher.options import LoadOptions
 from deepsearcher.searcher import DeepSearcher, validate_collection_name
 from deepsearcher.server.errors import RequestError
 from deepsearcher.server.openai_api import LoadRequest
@@ -83,7 +84,7 @@ class HTTPLoads:
         *,
         job: Callable[[], Awaitable[LoadReport]] | None = None,
         cleanup: _Published | None = None,
-        **kw: Any,
+        options: LoadOptions | None = None,
     ) -> LoadReport:
         """Load under the lock. A load that outlives the request timeout is not cancelled (that
         would leave the database mid-file); the client gets a 504 and the load finishes.
@@ -97,7 +98,7 @@ class HTTPLoads:
                 if job is not None:
                     report = await job()
                 else:
-                    report = await self.searcher.aload(paths, name, **kw)
+                    report = await self.searcher.aload(paths, name, options)
                 report.failures.extend(refused)
                 report.files_failed += len(refused)
                 return report
@@ -187,9 +188,8 @@ class HTTPLoads:
         async def prepare() -> Prepared:
             return await asyncio.to_thread(_files_inside, paths, root, self.searcher.settings)
 
-        return await self.run_load(
-            prepare, req.collection, description=req.description, force=req.force, prune=req.prune
-        )
+        options = LoadOptions(description=req.description, force=req.force, prune=req.prune)
+        return await self.run_load(prepare, req.collection, options=options)
 
     async def load_uploads(
         self, request: Request, authorize: Callable[[str], None] | None = None
@@ -248,9 +248,8 @@ class HTTPLoads:
         force = fields.get("force", "").lower() in ("1", "true", "yes", "on")
 
         async def load() -> LoadReport:
-            report = await self.searcher.aload(
-                published.paths(), collection, description=fields.get("description"), force=force
-            )
+            options = LoadOptions(description=fields.get("description"), force=force)
+            report = await self.searcher.aload(published.paths(), collection, options)
             await asyncio.to_thread(published.drop, {f.path for f in report.failures})
             return report
 

@@ -10,9 +10,7 @@ and a hint, never a traceback.
 # No ``from __future__ import annotations``: the SDK reads the tools' annotations at runtime
 # (argument schemas and the ``Context`` parameter), so they must be real objects.
 
-import asyncio
 import logging
-import re
 from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, TypeVar
@@ -24,18 +22,17 @@ from pydantic import Field, WithJsonSchema
 from deepsearcher import errors
 from deepsearcher.config import QuerySettings, Settings
 from deepsearcher.describe import describe_event
-from deepsearcher.options import QueryOptions, or_configured
-from deepsearcher.searcher import DeepSearcher, validate_collection_name
+from deepsearcher.options import QueryOptions
+from deepsearcher.searcher import DeepSearcher
 from deepsearcher.server.access import FULL_ACCESS, Access, access_of
-from deepsearcher.server.errors import RequestError
+from deepsearcher.server.errors import ClientGone, RequestError
 from deepsearcher.server.openai_api import LoadRequest
 from deepsearcher.server.public import PublicView
 from deepsearcher.server.service import SearchRequest, SearchService
-from deepsearcher.types import Hit, source_label
+from deepsearcher.types import Event, Hit, source_label
 
 T = TypeVar("T")
 PASSAGE_URI = "passage://{collection}/{chunk_id}"
-_CHUNK_ID = re.compile(r"[0-9a-f]{40}")  # chunking.chunk_id_for: a sha1 hex digest
 # No Retry-After header reaches an MCP client: "in a while" is all it can be told.
 _BUSY_HINT = "retry in a while, or raise server.max_queued_searches"
 
@@ -87,13 +84,13 @@ def _as_setting(name: str) -> WithJsonSchema:
     return WithJsonSchema({"anyOf": [bounds, {"type": "null"}], "default": None})
 
 
-def _passage(hit: Hit, source: str) -> dict[str, Any]:
+def _passage(hit: Hit) -> dict[str, Any]:
     return {
         "id": hit.id,
         "uri": PASSAGE_URI.format(collection=hit.collection, chunk_id=hit.id),
         "collection": hit.collection,
-        "source": source,
-        "label": source_label(source, hit.page, hit.page_end, hit.kind),
+        "source": hit.source,
+        "label": source_label(hit.source, hit.page, hit.page_end, hit.kind),
         "page": hit.page,
         "page_end": hit.page_end,
         "score": round(hit.score, 4),
@@ -122,10 +119,10 @@ async def _unless_gone(svc: SearchService, ctx: Context, work: Awaitable[T], wha
     """``work``'s result; cancelled, with its search slot freed, when the client's connection
     closes first (the SDK runs the call apart from the request that carried it, and would
     finish it for nobody)."""
-    result = await svc.unless_gone(_http_scope(ctx), work, f"MCP {what}")
-    if result is None:  # nobody reads this: the client is gone
-        raise ToolError(f"the client disconnected; the {what} was stopped")
-    return result
+    try:
+        return await svc.unless_gone(_http_scope(ctx), work, f"MCP {what}")
+    except ClientGone:  # nobody reads this: the client is gone
+        raise ToolError(f"the client disconnected; the {what} was stopped") from None
 
 
 def _new_server() -> MCPServer:
@@ -166,28 +163,7 @@ def _view(svc: SearchService) -> PublicView | None:
     return svc.view if svc.remote else None
 
 
-def _shown(svc: SearchService, source: str, collection: str | None = None) -> str:
-    return svc.view.path(source, collection) if svc.remote else source
-
-
 def _add_search(mcp: MCPServer, svc: SearchService) -> None:
-    searcher = svc.searcher
-
-    async def passages(
-        access: Access, query: str, options: QueryOptions
-    ) -> tuple[list[Hit], list[str]]:
-        errors.check_question_length(query, svc.server.max_question_chars, "query")
-        collections = list(options.collections or [])
-        readable = await svc.readable(access, collections, check_named=False)
-        retriever = await asyncio.to_thread(lambda: searcher.retriever)
-        if readable is not None:
-            retriever = retriever.within(readable)
-        retriever = retriever.filtered(options.filter)
-        infos = await retriever.available_collections()
-        names, notes = await retriever.searchable(collections or None, infos)
-        k = or_configured(options.top_k, searcher.settings.query.top_k)
-        return (await retriever.search([query], names, k))[0][:k], notes
-
     @mcp.tool()
     async def search(
         query: Annotated[str, Field(description="What to search for.", min_length=1)],
@@ -204,24 +180,18 @@ def _add_search(mcp: MCPServer, svc: SearchService) -> None:
     ) -> dict[str, Any]:
         """Passages most similar to `query`, with their source file, pages, collection, score
         and a `uri` to read each again. Retrieval only: no LLM is called."""
-        access = _access(ctx)
         with _tool_errors(_view(svc)):
             # The range of top_k is the setting's, checked here as for every front end.
             options = QueryOptions(collections=collections, top_k=top_k, filter=filter)
-            work = svc.within_deadline(passages(access, query, options))
-            hits, notes = await _unless_gone(svc, ctx, work, "search")
-        result: dict[str, Any] = {
-            "query": query,
-            "passages": [_passage(h, _shown(svc, h.source, h.collection)) for h in hits],
-        }
-        if notes:
-            result["notes"] = notes
+            work = svc.passages(_access(ctx), query, options)
+            found = await _unless_gone(svc, ctx, work, "search")
+        result: dict[str, Any] = {"query": query, "passages": [_passage(h) for h in found.hits]}
+        if found.notes:
+            result["notes"] = found.notes
         return result
 
 
 def _add_deep_search(mcp: MCPServer, svc: SearchService) -> None:
-    searcher = svc.searcher
-
     @mcp.tool()
     async def deep_search(
         question: Annotated[str, Field(description="The question to answer.", min_length=1)],
@@ -246,54 +216,48 @@ def _add_deep_search(mcp: MCPServer, svc: SearchService) -> None:
         """Answer `question` from the documents: sub-queries, searches, relevance checks and
         a written answer whose [n] markers cite `sources`. Sends a progress notification per
         step when the request carries a progress token."""
-        access = _access(ctx)
-        view = _view(svc)
-        with _tool_errors(view):
+        with _tool_errors(_view(svc)):
             # Refused before it waits for a search slot (the library checks it too).
             errors.check_question_length(question, svc.server.max_question_chars)
             options = QueryOptions(
                 collections=collections, max_iter=max_iter, web=web, filter=filter
             )
-            readable = await svc.readable(access, collections or [], check_named=False)
-            if readable is not None:
-                options = options.with_values({"allowed_collections": readable})
-            if collections:
-                retriever = await asyncio.to_thread(lambda: searcher.retriever)
-                retriever.check_requested(collections, await retriever.available_collections())
-            ask = SearchRequest(question, options, use_cache=cache)
-            answer = svc.queued(_answer(svc, ask, ctx, view), _BUSY_HINT)
-            return await _unless_gone(svc, ctx, answer, "deep search")
+            progress = _Progress(ctx)
+            work = svc.answer(
+                _access(ctx),
+                SearchRequest(question, options, use_cache=cache),
+                check_named=False,
+                on_event=progress,
+                busy_hint=_BUSY_HINT,
+            )
+            answer = await _unless_gone(svc, ctx, work, "deep search")
+        # The passages the answer does not cite would crowd the calling model's context; the
+        # search tool finds passages on demand.
+        result = answer.to_dict()
+        del result["retrieved"]
+        return result
 
 
-async def _answer(
-    svc: SearchService, ask: SearchRequest, ctx: Context, view: PublicView | None
-) -> dict[str, Any]:
-    """The answer's JSON, with a progress notification per step of the search."""
-    step = 0
-    async for event in svc.events(ask):
-        if view is not None:  # paths as the client may see them
-            event = view.event(event)
+class _Progress:
+    """A progress notification per step of a search, when the request carries a token."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.step = 0
+
+    async def __call__(self, event: Event) -> None:
         message = describe_event(event, "line")
         if message is not None:
-            step += 1
-            await ctx.report_progress(step, None, message)
-        if event.type == "done":
-            # The passages the answer does not cite would crowd the calling model's
-            # context; the search tool finds passages on demand.
-            result = event.answer.to_dict()
-            del result["retrieved"]
-            return result
-    raise errors.DeepSearcherError("the search ended without an answer")
+            self.step += 1
+            await self.ctx.report_progress(self.step, None, message)
 
 
 def _add_list_collections(mcp: MCPServer, svc: SearchService) -> None:
     @mcp.tool()
     async def list_collections(ctx: Context) -> list[dict[str, Any]]:
         """The collections that can be searched: name, description, chunks and files."""
-        access = _access(ctx)
         with _tool_errors(_view(svc)):
-            infos = await asyncio.to_thread(svc.searcher.collections)
-            infos = [i for i in infos if access.readable(i.name)]
+            infos = await svc.collections(_access(ctx))
         return [
             {
                 "name": i.name,
@@ -327,20 +291,20 @@ def _add_load(mcp: MCPServer, svc: SearchService) -> None:
     ) -> dict[str, Any]:
         """Load a file or folder into a collection, incrementally (unchanged files are
         skipped). Only when server.load_root is set, and only paths under it."""
-        access = _access(ctx)
-        view = _view(svc)
-        with _tool_errors(view):
-            access.check_load(collection or svc.searcher.settings.vector_store.collection)
-            if not svc.loads.server.load_root:  # the HTTP refusal's hint is about uploads
+        req = LoadRequest(paths=[path], collection=collection, description=description)
+        with _tool_errors(_view(svc)):
+            try:
+                report = await svc.load_paths(_access(ctx), req)
+            except RequestError as exc:
+                if exc.code != "load_root_unset":
+                    raise
+                # The HTTP refusal's hint is about uploads, which MCP has not.
                 raise errors.ConfigError(
                     "loading is disabled: server.load_root is not set",
                     "set server.load_root (or DEEPSEARCHER_SERVER__LOAD_ROOT) to the folder "
                     "MCP clients may load from",
-                )
-            report = await svc.loads.load_paths(
-                LoadRequest(paths=[path], collection=collection, description=description)
-            )
-        return (view.report(report) if view else report).to_dict()
+                ) from None
+        return report.to_dict()
 
 
 def _add_passage(mcp: MCPServer, svc: SearchService) -> None:
@@ -351,23 +315,9 @@ def _add_passage(mcp: MCPServer, svc: SearchService) -> None:
         mime_type="application/json",
     )
     async def passage(collection: str, chunk_id: str, ctx: Context) -> dict[str, Any]:
-        access = _access(ctx)
-        if not access.readable(collection):
-            raise ResourceError(
-                f"API key '{access.name}' may not read collection '{collection}'\n"
-                "hint: list_collections names the collections this key may read"
-            )
         try:
-            validate_collection_name(collection)
-        except errors.StoreError:
-            raise ResourceNotFoundError(f"no collection '{collection}'") from None
-        if not _CHUNK_ID.fullmatch(chunk_id):
-            raise ResourceNotFoundError(f"no passage '{chunk_id}': ids are 40 hex digits")
-        store = await asyncio.to_thread(lambda: svc.searcher.store)
-        try:
-            hit = await asyncio.to_thread(store.get_chunk, collection, chunk_id)
-        except errors.CollectionNotFoundError:
-            hit = None
-        if hit is None:
-            raise ResourceNotFoundError(f"no passage '{chunk_id}' in collection '{collection}'")
-        return _passage(hit, _shown(svc, hit.source, hit.collection)) | {"score": None}
+            hit = await svc.passage(_access(ctx), collection, chunk_id)
+        except RequestError as exc:
+            shown = exc.message + (f"\nhint: {exc.hint}" if exc.hint else "")
+            raise (ResourceNotFoundError if exc.status == 404 else ResourceError)(shown) from None
+        return _passage(hit) | {"score": None}

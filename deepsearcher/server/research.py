@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from deepsearcher import errors
 from deepsearcher.describe import describe_event
 from deepsearcher.research import ResearchEvent, ResearchRequest
 from deepsearcher.server.access import access_of
-from deepsearcher.server.errors import RequestError, error_response
+from deepsearcher.server.errors import RequestError
 from deepsearcher.server.openai_api import (
     ChatMessage,
     ChatRequest,
@@ -34,8 +32,8 @@ from deepsearcher.server.openai_api import (
     parse_body,
     sse,
 )
-from deepsearcher.server.service import Run, SearchService
-from deepsearcher.server.stream import EventStreamResponse
+from deepsearcher.server.service import SearchService
+from deepsearcher.server.stream import ChatFrames, EventStreamResponse, chat_stream
 from deepsearcher.types import Usage
 
 logger = logging.getLogger(__name__)
@@ -129,22 +127,6 @@ def _is_clarification(m: ChatMessage) -> bool:
     return m.role == "assistant" and m.text().lstrip().startswith(CLARIFY_PREFIX)
 
 
-# -- running ---------------------------------------------------------------------------------
-
-
-async def _research_request(
-    svc: SearchService,
-    request: Request,
-    text: str,
-    *,
-    collections: list[str] | None = None,
-    **fields: Any,
-) -> ResearchRequest:
-    """The run's request: the collections this key may read, and the service's time budget."""
-    readable = await svc.readable(access_of(request.scope), collections or [])
-    return svc.research_request(text, collections or readable, **fields)
-
-
 # -- chat ------------------------------------------------------------------------------------
 
 
@@ -152,8 +134,8 @@ async def research_chat(svc: SearchService, request: Request, req: ChatRequest) 
     """``/v1/chat/completions`` with ``model: deepsearcher-research``."""
     text, answered, asked_before = research_turn(req.messages, svc.server.max_question_chars)
     ask = svc.searcher.settings.research.clarify and not asked_before
-    rreq = await _research_request(
-        svc, request, text, clarify=_asker(None, ask), clarification=answered
+    rreq = await svc.research_request(
+        access_of(request.scope), text, clarify=_asker(None, ask), clarification=answered
     )
     if req.stream:
         return await _stream(svc, req, rreq)
@@ -163,8 +145,6 @@ async def research_chat(svc: SearchService, request: Request, req: ChatRequest) 
         return JSONResponse(
             completion_body(req.model, CLARIFY_PREFIX + q.question, Usage(), {"deepsearcher": {}})
         )
-    if report is None:
-        return Response(status_code=499)
     details = {k: v for k, v in report.to_dict().items() if k not in ("sections", "summary")}
     return JSONResponse(
         completion_body(req.model, report.to_markdown(), report.usage, {"deepsearcher": details})
@@ -174,9 +154,10 @@ async def research_chat(svc: SearchService, request: Request, req: ChatRequest) 
 async def _stream(svc: SearchService, req: ChatRequest, rreq: ResearchRequest) -> Response:
     run = await svc.research_stream(rreq)
     try:  # a clarifying question, or a failure before the first event, is a whole reply
-        first = await run.next()
+        return await chat_stream(
+            req, run, _ReportFrames(svc), svc.view.text, "the research run ended without a report"
+        )
     except NeedsClarification as q:
-        run.close()
         out = ChunkWriter(req.model)
         frames = [
             out.frame({"role": "assistant", "content": ""}),
@@ -185,10 +166,6 @@ async def _stream(svc: SearchService, req: ChatRequest, rreq: ResearchRequest) -
             sse("[DONE]"),
         ]
         return EventStreamResponse(_iterate(frames), lambda: None)
-    except BaseException:
-        run.close()
-        raise
-    return EventStreamResponse(_chunks(svc, req, first, run), run.close)
 
 
 async def _iterate(frames: list[str]) -> AsyncIterator[str]:
@@ -196,34 +173,25 @@ async def _iterate(frames: list[str]) -> AsyncIterator[str]:
         yield frame
 
 
-async def _chunks(
-    svc: SearchService,
-    req: ChatRequest,
-    event: ResearchEvent | None,
-    run: Run[ResearchEvent],
-) -> AsyncIterator[str]:
-    out = ChunkWriter(req.model)
-    yield out.frame({"role": "assistant", "content": ""})
-    try:
-        while event is not None:
-            if event.type == "done" and event.report is not None:
-                report = await svc.public_report(event.report)
-                details = {
-                    k: v for k, v in report.to_dict().items() if k not in ("sections", "summary")
-                }
-                yield out.frame({"content": report.to_markdown()}, "stop", deepsearcher=details)
-                if req.include_usage:
-                    yield out.usage(report.usage)
-                yield sse("[DONE]")
-                return
-            line = describe_event(event, "line")
-            delta = {"reasoning_content": svc.view.text(line) + "\n"} if line else {}
-            yield out.frame(delta, deepsearcher_event=svc.public_research_event(event))
-            event = await run.next()
-        raise errors.DeepSearcherError("the research run ended without a report")
-    except (RequestError, errors.DeepSearcherError) as exc:
-        body = error_response(exc, svc.view.text).body
-        yield sse(bytes(body).decode())
+class _ReportFrames:
+    """A research run as chat frames: each stage as ``reasoning_content`` and a
+    ``deepsearcher_event``, then the report's Markdown."""
+
+    def __init__(self, svc: SearchService) -> None:
+        self.svc = svc
+
+    async def __call__(self, event: ResearchEvent, out: ChunkWriter) -> ChatFrames:
+        svc = self.svc
+        if event.type == "done" and event.report is not None:
+            report = await svc.public_report(event.report)
+            details = {
+                k: v for k, v in report.to_dict().items() if k not in ("sections", "summary")
+            }
+            last = out.frame({"content": report.to_markdown()}, "stop", deepsearcher=details)
+            return ChatFrames([last], report.usage)
+        line = describe_event(event, "line")
+        delta = {"reasoning_content": svc.view.text(line) + "\n"} if line else {}
+        return ChatFrames([out.frame(delta, deepsearcher_event=svc.public_research_event(event))])
 
 
 def progress_line(event: ResearchEvent) -> str | None:
@@ -245,9 +213,8 @@ def research_routes(svc: SearchService) -> APIRouter:
         reply, answered = body.clarification, None
         if reply is not None and body.question:
             reply, answered = None, (body.question, body.clarification or "")
-        rreq = await _research_request(
-            svc,
-            request,
+        rreq = await svc.research_request(
+            access_of(request.scope),
             body.request,
             collections=body.collections,
             clarify=_asker(reply, ask),
@@ -270,8 +237,6 @@ def research_routes(svc: SearchService) -> APIRouter:
                     "assume",
                 }
             )
-        if report is None:
-            return Response(status_code=499)
         return JSONResponse(report.to_dict())
 
     return router

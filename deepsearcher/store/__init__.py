@@ -2,7 +2,8 @@
 
 ``VectorStore`` holds chunks, searches them and administers collections; ``FileManifest``
 (``store.manifest``) records which file was loaded with which content, for incremental loads;
-``LoadLeases`` (``store.leases``) lets one load at a time write into a collection.
+``LoadLeases`` (``store.leases``) lets one load at a time write into a collection;
+``AsyncStore`` holds the thread hops that let async code await them.
 One backend today, Milvus (``MilvusStore``: Lite file, server or Zilliz Cloud), chosen by
 ``vector_store.provider`` through ``STORES``. A new backend is a module here implementing
 both protocols of ``deepsearcher.store.base``, registered in ``STORES``.
@@ -15,6 +16,7 @@ from collections.abc import Callable, Mapping
 from deepsearcher.config import VectorStoreSettings, registry
 from deepsearcher.errors import StoreError
 from deepsearcher.store._client import lock_holders
+from deepsearcher.store.aio import AsyncStore
 from deepsearcher.store.base import (
     INTERNAL_PREFIX,
     MANIFEST_SUFFIX,
@@ -37,6 +39,7 @@ __all__ = [
     "MANIFEST_SUFFIX",
     "STORES",
     "AnswerStore",
+    "AsyncStore",
     "CollectionInfo",
     "CollectionMeta",
     "FileManifest",
