@@ -118,13 +118,10 @@ class Run:
 def follow_reply(req: dict[str, Any]) -> str:
     """Scripted reflection: names in the kept passages that no query has searched yet."""
     text = "\n".join(str(m.get("content", "")) for m in req.get("messages", []))
-    limit = re.search(r"at most (\d+) new", text)
+    limit = re.search(r"at most (\d+) (?:new|other)", text)
     max_gaps = int(limit.group(1)) if limit else 3
-    asked = " ".join(
-        m.group(1).lower()
-        for label in ("Question", "Queries so far")
-        if (m := re.search(rf"^{label}:(.*)$", text, re.MULTILINE))
-    )
+    # The lookup, the question and the queries so far: the instructions after the passages.
+    asked = re.sub(r"<document[^>]*>.*?</document>", "", text, flags=re.DOTALL).lower()
     gaps: list[str] = []
     for body in re.findall(r"<document[^>]*>\n?(.*?)</document>", text, re.DOTALL):
         for name in _NAME_RE.findall(body):
@@ -138,12 +135,13 @@ def follow_reply(req: dict[str, Any]) -> str:
 
 
 def fanout_decompose_reply(req: dict[str, Any]) -> str:
-    """Scripted decomposition: the question, then its names, then its content words."""
+    """Scripted decomposition: the question, then its names, then its content words (as a
+    plan's lookups: ``{"steps": [...]}``)."""
     text = "\n".join(str(m.get("content", "")) for m in req.get("messages", []))
     limit = re.search(r"at most (\d+)", text)
     max_queries = int(limit.group(1)) if limit else 4
-    found = re.search(r"^Question:(.*)$", text, re.MULTILINE)
-    question = found.group(1).strip() if found else ""
+    found = re.findall(r"^Question:(.*)$", text, re.MULTILINE)  # the prompt's examples first
+    question = found[-1].strip() if found else ""
     words = question.rstrip("?.!").split()
     names = re.findall(r"[A-Z][\w'-]+(?:[ \t]+[A-Z][\w'-]+)*", " ".join(words[1:]))
     content = [w.strip(",;:'\"") for w in words if len(w) >= 5 and w.lower() not in _COMMON]
@@ -152,7 +150,7 @@ def fanout_decompose_reply(req: dict[str, Any]) -> str:
         # A word already inside a chosen name ("Nolan" in "Christopher Nolan") adds nothing.
         if q and not any(q.lower() in x.lower() for x in queries[1:]):
             queries.append(q)
-    return json.dumps(queries[:max_queries])
+    return json.dumps({"steps": queries[:max_queries]})
 
 
 def _questions(eval_dir: Path, limit: int) -> list[str]:
@@ -185,15 +183,15 @@ async def _ask(
     if reflect in ("follow", "fanout"):
         llm.add_rule(lambda r: task_of(r) == "reflect", follow_reply)
     if reflect == "fanout":
-        llm.add_rule(lambda r: task_of(r) == "decompose", fanout_decompose_reply)
+        llm.add_rule(lambda r: task_of(r) == "plan", fanout_decompose_reply)
     t0 = time.perf_counter()
     answer = await searcher.aquery(question, QueryOptions(max_iter=max_iter))
     return answer, time.perf_counter() - t0, len(llm.requests), llm.max_in_flight
 
 
 def spine_calls(llm: ScriptedLLMServer, iterations: int) -> int:
-    """Round trips on the critical path: every call that is not a verdict (decompose, reflect,
-    answer, format retries) plus one verdict round per iteration."""
+    """Round trips on the critical path: every call that is not a verdict (plan, lookups,
+    reflect, answer, format retries) plus one verdict round per iteration."""
     judges = sum(1 for r in llm.requests if task_of(r) in ("judge", "judge-batch"))
     return len(llm.requests) - judges + (iterations if judges else 0)
 

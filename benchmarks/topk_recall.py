@@ -57,7 +57,7 @@ async def _run(args: argparse.Namespace) -> list[list[str]]:
             for row in rows[: args.limit]:
                 llm.reset()
                 llm.add_rule(lambda r: task_of(r) == "reflect", follow_reply)
-                llm.add_rule(lambda r: task_of(r) == "decompose", fanout_decompose_reply)
+                llm.add_rule(lambda r: task_of(r) == "plan", fanout_decompose_reply)
                 judged: set[str] = set()
                 kept: set[str] = set()
                 async for ev in ds.astream(row["question"]):

@@ -27,7 +27,7 @@ from typing import Any
 from deepsearcher.config import Settings
 from deepsearcher.options import QueryOptions
 from deepsearcher.store import VectorStore
-from deepsearcher.types import EVIDENCE_NOTE, Answer, Citation, Usage
+from deepsearcher.types import EVIDENCE_NOTE, Answer, Citation, Hop, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +135,7 @@ def _decode(payload: str) -> Answer:
     d = json.loads(zlib.decompress(base64.b64decode(payload)))
     d["sources"] = [Citation(**s) for s in d["sources"]]
     d["retrieved"] = [Citation(**s) for s in d.get("retrieved", [])]
+    d["hops"] = [Hop(**h) for h in d.get("hops", [])]
     d["usage"] = Usage(**d["usage"])
     return Answer(**d)
 

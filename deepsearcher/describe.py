@@ -9,12 +9,13 @@ line each). ``None`` means the event is not worth a line in that style.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Literal
 
 from rich.markup import escape
 
 from deepsearcher.research import ResearchEvent
-from deepsearcher.types import Event
+from deepsearcher.types import Event, HopEvent
 
 Style = Literal["line", "terminal"]
 
@@ -36,7 +37,29 @@ def describe_event(
 # -- search (the deep-search loop's events) ---------------------------------------------------
 
 
+def _steps(steps: list[str], depends_on: list[list[int]]) -> list[str]:
+    return [
+        f"{i}. {step}" + (f" (after {', '.join(map(str, deps))})" if deps else "")
+        for i, (step, deps) in enumerate(zip(steps, depends_on, strict=False), start=1)
+    ]
+
+
+def _found(event: HopEvent) -> str:
+    if event.status != "answered":
+        return f"lookup {event.index}: {event.query} → {event.status}"
+    where = (
+        f" ({Path(event.source).name}{f' p. {event.page}' if event.page else ''})"
+        if event.source
+        else ""
+    )
+    return f"lookup {event.index}: {event.query} → {event.answer}{where}"
+
+
 def _search_line(event: Event) -> str | None:
+    if event.type == "plan":
+        return "plan: " + "; ".join(_steps(event.steps, event.depends_on))
+    if event.type == "hop":
+        return _found(event)
     if event.type == "sub_queries":
         return f"sub-queries: {'; '.join(event.queries)}"
     if event.type == "search":
@@ -54,6 +77,14 @@ def _search_line(event: Event) -> str | None:
 
 
 def _search_terminal(event: Event, verbose: bool) -> str | None:
+    if event.type == "plan":
+        if len(event.steps) < 2 and not verbose:
+            return None  # one lookup: the question itself, nothing to show
+        lines = "".join(f"\n   {escape(s)}" for s in _steps(event.steps, event.depends_on))
+        return f"[bold cyan]▸ plan[/]{lines}"
+    if event.type == "hop":
+        mark = "[green]✓[/]" if event.status == "answered" else "[yellow]∅[/]"
+        return f"   {mark} {escape(_found(event))}"
     if event.type == "sub_queries":
         label = "sub-queries" if event.iteration == 1 else f"iteration {event.iteration}"
         bullets = "".join(f"\n   • {escape(q)}" for q in event.queries)

@@ -385,12 +385,6 @@ class DeepSearcher:
         return run_sync(self.aresearch(request, web=web, on_event=on_event), "research")
 
 
-def stream_replaced(answer: Answer) -> bool:
-    """Whether ``answer.answer`` replaces the text streamed so far (a broken stream written
-    again, or a repaired answer)."""
-    return answer.stream_replaced
-
-
 # The front ends (server, CLI) reach the layers below through this module; these are the
 # names they need from there.
 __all__ = [
@@ -400,6 +394,5 @@ __all__ = [
     "Passages",
     "require_loaded",
     "run_sync",
-    "stream_replaced",
     "validate_collection_name",
 ]

@@ -294,7 +294,8 @@ class Hop:
     depends_on: list[int] = field(default_factory=list)
     answer: str = ""  # the short answer extracted from its passages ("" while not found)
     status: HopStatus = "not found"
-    source: str | None = None  # label of the passage the answer was taken from
+    source: str | None = None  # the file (or URL) of the passage the answer was taken from
+    page: int | None = None
     # Its number in the answer's sources or retrieved passages, once the answer is written.
     n: int | None = None
 
@@ -418,7 +419,8 @@ class HopEvent(EventBase):
     question: str = ""
     query: str = ""
     answer: str = ""
-    source: str | None = None
+    source: str | None = None  # the file (or URL) of the passage it came from
+    page: int | None = None
     status: HopStatus = "not found"
 
 

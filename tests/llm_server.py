@@ -216,9 +216,7 @@ def _plan_reply(text: str) -> str:
     described = re.search(r'only describes: "(.*?)"\.', outside_documents(text))
     if described:
         phrase = described.group(1)
-        return json.dumps(
-            {"steps": [f"Who or what is {phrase}?", question.replace(phrase, "#1")]}
-        )
+        return json.dumps({"steps": [f"Who or what is {phrase}?", question.replace(phrase, "#1")]})
     parts = [p.strip(" ?.,") for p in question.split(" and ") if p.strip(" ?.,")]
     steps = [f"{p}?" for p in parts] if len(parts) > 1 else [question]
     limit = re.search(r"at most (\d+)", text)
@@ -562,10 +560,7 @@ def _logprobs(reply: str, req: Request, strict: bool) -> dict[str, Any]:
     for piece in _pieces(reply):
         word = piece.strip().strip("\"'{}:,[]").lower()
         if judging and word in ("yes", "no"):
-            if next(relevant, False):
-                p_yes = 0.3 if strict else 0.9
-            else:
-                p_yes = 0.01 if strict else 0.05
+            p_yes = (0.3 if strict else 0.9) if next(relevant, False) else 0.01 if strict else 0.05
             top = [("YES", math.log(p_yes)), ("NO", math.log(1 - p_yes)), ("Yes", -9.0)]
             spoken = dict(top).get(piece.strip(), -0.1)
         else:

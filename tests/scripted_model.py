@@ -8,6 +8,7 @@ the end-to-end path (HTTP, retries, timeouts) is tested against ``tests/llm_serv
 
 from __future__ import annotations
 
+import json
 import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -158,4 +159,36 @@ def _usage(messages: Sequence[Message], text: str) -> Usage:
     return Usage(llm_calls=1, prompt_tokens=prompt_tokens, completion_tokens=len(text.split()))
 
 
-__all__ = ["NoScriptedReply", "ScriptedChatModel", "prompt_of", "task_of"]
+def _plan_the_question(prompt: str) -> str:
+    """The question as the plan's one lookup (its last "Question:" line: examples come
+    first)."""
+    questions = re.findall(r"^Question: (.*)$", prompt, re.MULTILINE)
+    return json.dumps({"steps": questions[-1:]})
+
+
+def _all_yes(prompt: str) -> str:
+    """A verdict for each passage the judge prompt shows: YES."""
+    count = len(DOCUMENT.findall(prompt))
+    return "YES" if "Is document" in prompt else json.dumps(["YES"] * count)
+
+
+def _first_words(prompt: str) -> str:
+    """A lookup answered with the first words of the first passage."""
+    docs = DOCUMENT.findall(prompt)
+    if not docs:
+        return '{"answer": "", "document": 0}'
+    return json.dumps({"answer": " ".join(docs[0].split()[:4]).rstrip(".,;:"), "document": 1})
+
+
+def script_deep_search(llm: ScriptedChatModel, answer: Reply, *, judge: Reply = _all_yes) -> None:
+    """Rules for the deep-search steps of tests about something else (research, front
+    ends): the question as its one lookup, every passage kept, the lookup answered from the
+    first passage, nothing to reflect on, and ``answer`` as the answer."""
+    llm.add_rule("TASK: plan", _plan_the_question)
+    llm.add_rule("TASK: judge", judge)
+    llm.add_rule("TASK: extract", _first_words)
+    llm.add_rule("TASK: reflect", '{"queries": []}')
+    llm.add_rule("TASK: answer", answer)
+
+
+__all__ = ["NoScriptedReply", "ScriptedChatModel", "prompt_of", "script_deep_search", "task_of"]

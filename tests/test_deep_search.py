@@ -405,7 +405,7 @@ def test_answer_gets_the_passages_most_queries_found_when_context_is_full(
         '{"steps": ["NR-1 robot arm payload", "Who is the Austin office manager?", '
         '"Rafael Ortega office manager of the Austin office"]}',
     )
-    answer, _ = _run(ds, "Which robot lifts the most, and who manages the Austin office?")
+    _answer, _ = _run(ds, "Which robot lifts the most, and who manages the Austin office?")
     prompt = next(r for r in llm_server.requests if task_of(r) == "answer")
     documents = re.findall(r"<document[^>]*>", prompt["messages"][-1]["content"])
     assert len(documents) == 1 and "austin.txt" in documents[0], documents

@@ -45,7 +45,9 @@ def _settings(settings: Settings, server: ScriptedLLMServer, **query: Any) -> Se
 
 
 @pytest.fixture
-def chain(tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer) -> Any:
+def chain(
+    tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
+) -> Any:
     """A searcher over a small folder where the approver and his office are in two files, and
     a server whose lookups answer "Johan Lindqvist", then "Göteborg"."""
     ds = make_searcher(_settings(settings, llm_server, max_iter=3))
@@ -61,7 +63,9 @@ def chain(tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: Sc
         return reply
 
     def first_hop(req: dict[str, Any]) -> bool:
-        return task_of(req) == "extract" and "Lookup: Who or what is the person" in outside_documents(
+        return task_of(
+            req
+        ) == "extract" and "Lookup: Who or what is the person" in outside_documents(
             req["messages"][-1]["content"]
         )
 
@@ -117,7 +121,7 @@ def test_an_answer_that_stops_at_the_first_hop_is_repaired(
     chain: Any, llm_server: ScriptedLLMServer
 ) -> None:
     llm_server.answer_style = "first-hop"  # "The answer is Johan Lindqvist [n]." every time
-    answer, events = _run(chain, POLICY)
+    answer, _events = _run(chain, POLICY)
     assert "Göteborg" in answer.answer and "Johan Lindqvist" in answer.answer
     assert answer.stream_replaced and answer.to_dict()["stream_replaced"] is True
     assert any(n.startswith("answer repaired") and "last lookup" in n for n in answer.notes)
@@ -144,10 +148,21 @@ def test_restated_lookups_are_not_searched(
     tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
 ) -> None:
     q = "What was the May 2025 yield of production line 2 in Västerås?"
-    paraphrases = [q.replace(" in ", " at "), q.replace("?", "'s factory?"), q.replace("?", " plant?")]
+    paraphrases = [
+        q.replace(" in ", " at "),
+        q.replace("?", "'s factory?"),
+        q.replace("?", " plant?"),
+    ]
     llm_server.add_rule("TASK: plan", json.dumps({"steps": paraphrases}))
     ds = make_searcher(_settings(settings, llm_server, max_iter=2))
-    ds.load([write_docs(tmp_path / "d", {"yield.md": "Line 2 in Västerås yielded 97.1 % in May 2025."})], "docs")
+    ds.load(
+        [
+            write_docs(
+                tmp_path / "d", {"yield.md": "Line 2 in Västerås yielded 97.1 % in May 2025."}
+            )
+        ],
+        "docs",
+    )
     answer, events = _run(ds, q)
     assert answer.sub_queries == [q]
     plan = next(e for e in events if e.type == "plan")
@@ -162,7 +177,7 @@ def test_a_question_one_retrieval_answers_costs_four_calls_over_one_prefix(
 ) -> None:
     ds = make_searcher(_settings(settings, llm_server))
     ds.load([write_docs(tmp_path / "d")], "docs")
-    answer, events = _run(ds, "How often do administrator passwords change?")
+    answer, _events = _run(ds, "How often do administrator passwords change?")
     tasks = [task_of(r) for r in llm_server.requests]
     assert tasks == ["plan", "judge-batch", "extract", "answer"], tasks
     assert answer.usage.llm_calls == 4 and answer.iterations == 1
@@ -180,7 +195,7 @@ def test_a_judge_that_keeps_every_passage_is_asked_once(
     chain: Any, llm_server: ScriptedLLMServer
 ) -> None:
     llm_server.keep_everything = True
-    answer, events = _run(chain, POLICY)
+    answer, _events = _run(chain, POLICY)
     assert answer.iterations == 2
     assert llm_server.count("judge-batch") == 1  # the second round is ranked by retrieval
     assert any("kept all" in n and "no further verdicts" in n for n in answer.notes)

@@ -184,9 +184,7 @@ def test_one_instance_serves_several_event_loops(llm_server: ScriptedLLMServer) 
 
 def test_stream_yields_deltas_matching_the_complete_text(llm_server: ScriptedLLMServer) -> None:
     model = make_model(llm_server)
-    messages = [
-        {"role": "user", "content": prompts.DECOMPOSE.format(max_queries=4, question="A and B")}
-    ]
+    messages = [{"role": "user", "content": prompts.PLAN.format(max_steps=4, question="A and B")}]
     text = asyncio.run(model.complete(messages)).text
     pieces = collect(model, messages)
 
@@ -387,32 +385,41 @@ def ask(server: ScriptedLLMServer, prompt: str) -> str:
 
 
 def test_default_responder_covers_every_task(llm_server: ScriptedLLMServer) -> None:
-    decompose = prompts.DECOMPOSE.format(max_queries=2, question="Who owns billing and support?")
-    assert json.loads(ask(llm_server, decompose)) == [
-        "Who owns billing and support?",
-        "Who owns billing",
-    ]
-
-    def doc(text: str, n: int | None = None) -> str:
-        attributes = (f'n="{n}" ' if n else "") + 'source="s"'
-        return prompts.DOCUMENT.format(attributes=attributes, text=text)
-
-    def judge(text: str) -> str:
-        return prompts.JUDGE.format(question="Who owns billing?", queries="[]", document=doc(text))
-
-    assert ask(llm_server, judge("Billing is owned by Ana.")) == "YES"
-    assert ask(llm_server, judge("The cafeteria opens at 9.")) == "NO"
-
-    items = [doc(t, i + 1) for i, t in enumerate(["billing team", "lunch menu"])]
-    batch = prompts.JUDGE_BATCH.format(
-        question="Who owns billing?", queries="[]", documents="\n".join(items), count=2
+    plan = prompts.PLAN.format(max_steps=2, question="Who owns billing and support?")
+    assert json.loads(ask(llm_server, plan)) == {
+        "steps": ["Who owns billing?", "support?"]
+    }  # parts split on " and "
+    chain = prompts.PLAN_CHAIN.format(
+        described="the team that runs billing", question="Who leads the team that runs billing?"
     )
-    assert json.loads(ask(llm_server, batch)) == ["YES", "NO"]
+    assert json.loads(ask(llm_server, chain)) == {
+        "steps": ["Who or what is the team that runs billing?", "Who leads #1?"]
+    }
 
-    passage = doc("Ana owns billing. Since 2020.", 1)
-    answer = prompts.ANSWER.format(cut_short="", question="q", documents=passage)
-    assert ask(llm_server, answer) == "Ana owns billing. [1]"
-    empty = prompts.ANSWER.format(cut_short="", question="q", documents="")
+    def doc(text: str, n: int) -> str:
+        return prompts.DOCUMENT.format(attributes=f'n="{n}" source="s"', text=text)
+
+    docs = "\n\n".join(
+        doc(t, i + 1) for i, t in enumerate(["Billing is run by Ana Lima.", "lunch menu"])
+    )
+
+    def over(task: str) -> str:
+        return prompts.over_documents(docs, task)
+
+    one = prompts.JUDGE.format(question="Who owns billing?", query="billing owner", n=1)
+    assert ask(llm_server, over(one)) == "YES"
+    two = prompts.JUDGE.format(question="Who owns billing?", query="billing owner", n=2)
+    assert ask(llm_server, over(two)) == "NO"
+    batch = prompts.JUDGE_BATCH.format(
+        question="Who owns billing?", queries="[]", first=1, last=2, count=2
+    )
+    assert json.loads(ask(llm_server, over(batch))) == ["YES", "NO"]
+    lookup = json.loads(ask(llm_server, over(prompts.EXTRACT.format(query="Who runs billing?"))))
+    assert lookup == {"answer": "Ana Lima", "document": 1}
+
+    answer = prompts.ANSWER.format(cut_short="", question="q", facts="")
+    assert ask(llm_server, over(answer)) == "Billing is run by Ana Lima. [1]"
+    empty = prompts.ANSWER.format(cut_short="", question="q", facts="")
     assert ask(llm_server, empty) == "The documents do not state the answer."
 
     route = prompts.ROUTE.format(collections="- hr: people\n- finance: money", question="q")
@@ -421,12 +428,11 @@ def test_default_responder_covers_every_task(llm_server: ScriptedLLMServer) -> N
         history="user: Who owns billing?\nassistant: Ana.", question="Since when?"
     )
     assert ask(llm_server, rewrite) == "Since when? (about: Who owns billing?)"
-    assert (
-        ask(
-            llm_server, prompts.REFLECT.format(max_gaps=2, question="q", queries="[]", documents="")
-        )
-        == "[]"
-    )
+    reflect = prompts.REFLECT.format(max_gaps=2, query="billing owner", question="q", queries="[]")
+    assert ask(llm_server, over(reflect)) == "[]"
+    # A passage that says "TASK:" does not change the task: only text outside them does.
+    tricky = prompts.over_documents(doc("TASK: route\n- x: y", 1), answer)
+    assert ask(llm_server, tricky).endswith("[1]")
 
     assert llm_server.count("judge") == 2 and llm_server.count("judge-batch") == 1
     llm_server.reset()

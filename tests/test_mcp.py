@@ -155,8 +155,11 @@ def test_stdio_session_loads_searches_and_answers(
             assert "45 euros" in answer["answer"] and "[1]" in answer["answer"]
             assert Path(answer["sources"][0]["source"]).name == "travel.md"
             assert answer["usage"]["llm_calls"] == len(llm_server.requests) > 0
-            assert answer["evidence"] == "verified" and "retrieved" not in answer
-            assert steps[0].startswith("sub-queries: ") and steps[-1] == "done"
+            assert answer["evidence"] in ("verified", "attributed") and "retrieved" not in answer
+            # The hop chain reaches an MCP client twice: as progress, and in the answer.
+            assert steps[0].startswith("plan: 1. ") and steps[1].startswith("sub-queries: ")
+            assert any(m.startswith("lookup 1: ") for m in steps) and steps[-1] == "done"
+            assert [h["status"] for h in answer["hops"]] == ["answered"]
             assert any(m.startswith("searched ") for m in steps)
             assert any(m.startswith("kept ") and "travel.md" in m for m in steps)
 
@@ -293,14 +296,14 @@ def test_http_deep_search_shares_the_server_search_slots(
     """MCP deep searches count against server.max_concurrent_searches like chat requests: with
     the one slot taken and no queue, the tool says the server is busy instead of piling on."""
     url = serve(max_concurrent_searches=1, max_queued_searches=0)
-    llm_server.add_rule("TASK: decompose", '["meal allowance"]', latency=4.0)
+    llm_server.add_rule("TASK: plan", '{"steps": ["meal allowance"]}', latency=4.0)
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(
             httpx.post, f"{url}/v1/query", json={"question": QUESTION}, timeout=60
         )
         # The REST search holds the slot once its first LLM call has arrived.
         deadline = time.monotonic() + 30
-        while llm_server.count("decompose") == 0:
+        while llm_server.count("plan") == 0:
             assert time.monotonic() < deadline and not running.done()
             time.sleep(0.05)
 
@@ -319,7 +322,7 @@ def test_http_deep_search_keeps_the_server_time_budget(
     """A deep search over /mcp ends within the server's request timeout like the chat routes:
     a slow step gives an answer marked cut short, naming the limit that applied."""
     url = serve(request_timeout_s=0.5)
-    llm_server.add_rule("TASK: decompose", '["meal allowance"]', latency=3.0)
+    llm_server.add_rule("TASK: plan", '{"steps": ["meal allowance"]}', latency=3.0)
 
     async def answer() -> dict[str, Any]:
         async with _http(url, None) as session:

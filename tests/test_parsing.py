@@ -155,10 +155,10 @@ def _model(server: ScriptedLLMServer) -> OpenAIChatModel:
     return OpenAIChatModel(settings, backoff_base_s=0.01)
 
 
-DECOMPOSE = [
+PLAN = [
     {
         "role": "user",
-        "content": prompts.DECOMPOSE.format(max_queries=3, question="Who owns billing?"),
+        "content": prompts.PLAN.format(max_steps=3, question="Who owns billing?"),
     }
 ]
 
@@ -167,7 +167,7 @@ def test_complete_parsed_retries_once_with_the_problem(llm_server: ScriptedLLMSe
     llm_server.add_fault("garbage")
     usage = Usage()
     result = asyncio.run(
-        complete_parsed(_model(llm_server), DECOMPOSE, parse_str_list, usage=usage)
+        complete_parsed(_model(llm_server), PLAN, parse_str_list, usage=usage)
     )
 
     assert result == ["Who owns billing?"]
@@ -183,7 +183,7 @@ def test_complete_parsed_gives_up_after_two_bad_replies(llm_server: ScriptedLLMS
     with pytest.raises(LLMOutputError, match="unusable format twice"):
         asyncio.run(
             complete_parsed(
-                _model(llm_server), DECOMPOSE, partial(parse_str_list, max_items=2), usage=usage
+                _model(llm_server), PLAN, partial(parse_str_list, max_items=2), usage=usage
             )
         )
     assert usage.llm_calls == 2 and len(llm_server.requests) == 2

@@ -195,14 +195,18 @@ def test_an_answer_no_passage_holds_is_not_taken() -> None:
     assert ground("Austin, Texas", hits, 1) is hits[0]
     assert ground("4471", hits, 1) is hits[1]  # the cited number was wrong, the passage not
     assert ground("Göteborg", hits, 1) is None  # the model's, not the documents'
-    assert holds("Rafael Ortega manages the Austin office", "the Austin office's manager Rafael Ortega")
+    assert holds(
+        "Rafael Ortega manages the Austin office", "the Austin office's manager Rafael Ortega"
+    )
     assert not holds("Phone ext. 4471", "ext. 4417")
 
 
 def test_a_lookup_answer_must_be_the_kind_asked_for() -> None:
     assert not fits("Who owns the CAPA for the late occlusion alarm?", "Aurora IP-3")
     assert fits("Who owns the CAPA for the late occlusion alarm?", "Ingrid Halvorsen")
-    assert fits("When did Henrik start?", "1 February 2016") and not fits("When did he start?", "HR")
+    assert fits("When did Henrik start?", "1 February 2016") and not fits(
+        "When did he start?", "HR"
+    )
     assert fits("How many latches are on hand?", "310") and not fits("How many latches?", "many")
     assert fits("Where is the NR-7 assembled?", "Austin")
 
@@ -272,7 +276,9 @@ def test_the_sentences_own_fact_ranks_the_passages() -> None:
     ]
     question = "What is the extension of the office manager?"
     _, fact = asyncio.run(
-        Attributor(None, 0.0).scores(["The office manager's extension is 4471."], passages, question)
+        Attributor(None, 0.0).scores(
+            ["The office manager's extension is 4471."], passages, question
+        )
     )
     assert fact[0][1] > fact[0][0]
     weights = overlaps(["extension 4471"], passages)

@@ -30,9 +30,8 @@ from deepsearcher.searcher import DeepSearcher
 from tests.llm_server import ScriptedLLMServer
 from tests.memory_index import CORPUS, MODEL, MemoryStore, WordHashEmbedder
 from tests.sample_docs import write_docs
-from tests.scripted_model import DOCUMENT, ScriptedChatModel, task_of
+from tests.scripted_model import DOCUMENT, ScriptedChatModel, script_deep_search, task_of
 
-_QUESTION = re.compile(r"^Question: (.*)$", re.M)
 _FINDING = re.compile(r"^- (.*?) ((?:\[E\d+\])+)$", re.M)
 
 SECTIONS = [
@@ -76,10 +75,6 @@ class InFlightModel(ScriptedChatModel):
             self.in_flight[task] -= 1
 
 
-def _decompose(prompt: str) -> str:
-    return json.dumps([_QUESTION.findall(prompt)[-1]])
-
-
 def _answer(prompt: str) -> str:
     """Cites the first passage with its own words, as a grounded model would."""
     docs = DOCUMENT.findall(prompt)
@@ -113,10 +108,7 @@ def _write(prompt: str) -> str:
 def _script(llm: ScriptedChatModel, *, plan: Any = SECTIONS) -> None:
     llm.add_rule("TASK: research-brief", json.dumps(BRIEF))
     llm.add_rule("TASK: research-plan", plan if isinstance(plan, str) else json.dumps(plan))
-    llm.add_rule("TASK: decompose", _decompose)
-    llm.add_rule("TASK: judge", "YES")
-    llm.add_rule("TASK: reflect", "[]")
-    llm.add_rule("TASK: answer", _answer)
+    script_deep_search(llm, _answer)
     llm.add_rule("TASK: research-tools", "Nothing to add.")  # prose ends the tool loop
     llm.add_rule("TASK: research-write", _write)
     llm.add_rule("TASK: research-check", json.dumps({"covered": [True, True], "gaps": []}))
@@ -298,9 +290,7 @@ def test_unparseable_plan_becomes_one_section_with_a_note() -> None:
 def test_a_failing_researcher_leaves_its_section_named_as_missing() -> None:
     llm = ScriptedChatModel()
     _script(llm)
-    llm.add_rule(
-        lambda p: p.startswith("TASK: decompose") and "Lyon" in p, RuntimeError("index broke")
-    )
+    llm.add_rule(lambda p: p.startswith("TASK: plan") and "Lyon" in p, RuntimeError("index broke"))
     report, events = _run(llm)
     assert report.missing == [
         "section 'Lyon office': researcher failed: RuntimeError('index broke')"
@@ -347,7 +337,7 @@ def test_budget_spent_inside_the_researchers_cuts_the_report_short() -> None:
         "section 'Lyon office'",
     ]
     assert all("research budget spent" in m for m in report.missing)
-    assert llm.calls("decompose") and not llm.calls("answer")
+    assert llm.calls("plan") and not llm.calls("answer")
     md = report.to_markdown()
     assert "Cut short" in md and "Missing" in md and not report.sources
 
@@ -369,11 +359,11 @@ def test_researchers_run_concurrently_under_the_cap() -> None:
     llm = InFlightModel()
     _script(llm)
     _run(llm, max_concurrency=2)
-    assert llm.max_in_flight["decompose"] == 2
+    assert llm.max_in_flight["plan"] == 2
     one_at_a_time = InFlightModel()
     _script(one_at_a_time)
     _run(one_at_a_time, max_concurrency=1)
-    assert one_at_a_time.max_in_flight["decompose"] == 1
+    assert one_at_a_time.max_in_flight["plan"] == 1
 
 
 def test_quality_gaps_trigger_one_gap_round_and_a_revision() -> None:

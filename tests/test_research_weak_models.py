@@ -27,8 +27,8 @@ from deepsearcher.research.parsing import (
 )
 from tests.llm_server import ScriptedLLMServer
 from tests.sample_docs import write_docs
-from tests.scripted_model import ScriptedChatModel
-from tests.test_research import _decompose, _run, _script
+from tests.scripted_model import ScriptedChatModel, script_deep_search
+from tests.test_research import _run, _script
 
 PROSE = "Sure! I looked into this carefully and here is a summary of what I found."
 # The research prompts' example replies before they showed placeholders, as a model that
@@ -67,10 +67,7 @@ def _ignoring_model(answer: str) -> ScriptedChatModel:
     deep-search answer: the formats of the brief, plan, tools, draft and check all fail."""
     llm = ScriptedChatModel()
     llm.add_rule("TASK: research-", PROSE)
-    llm.add_rule("TASK: decompose", _decompose)
-    llm.add_rule("TASK: judge", "YES")
-    llm.add_rule("TASK: reflect", "[]")
-    llm.add_rule("TASK: answer", answer)
+    script_deep_search(llm, answer)
     return llm
 
 
@@ -236,7 +233,7 @@ def test_a_run_with_a_model_that_copies_the_examples_spends_nothing_on_them() ->
 
 def _lyon_answer_fails(llm: ScriptedChatModel, times: int | None) -> None:
     llm.add_rule(
-        lambda p: p.startswith("TASK: answer") and "Lyon" in p,
+        lambda p: "TASK: answer" in p and "Lyon" in p,
         LLMError("the server aborted the stream"),
         times=times,
     )
@@ -312,9 +309,7 @@ def test_streams_aborted_by_the_other_sections_are_written_again_alone() -> None
 def test_a_planned_section_that_found_nothing_citable_is_named_as_missing() -> None:
     llm = ScriptedChatModel()
     _script(llm)
-    llm.add_rule(
-        lambda p: p.startswith("TASK: answer") and "Lyon" in p, "The documents do not state it."
-    )
+    llm.add_rule(lambda p: "TASK: answer" in p and "Lyon" in p, "The documents do not state it.")
     report, _ = _run(llm)
     assert report.missing == ["section 'Lyon office': no cited evidence found"]
     assert "> **Missing:** section 'Lyon office'" in report.to_markdown()

@@ -122,7 +122,7 @@ def test_a_clarifying_question_is_an_assistant_turn_and_the_reply_continues(
     question = resp.choices[0].message.content or ""
     assert question == f"Before I research this: {QUESTION}"
     assert resp.choices[0].finish_reason == "stop"
-    assert llm_server.count("research-brief") == 1 and llm_server.count("decompose") == 0
+    assert llm_server.count("research-brief") == 1 and llm_server.count("plan") == 0
     # Streamed, the question comes the same way.
     frames = _frames(url, {"model": MODEL, "stream": True, "messages": first})
     assert "".join(f["choices"][0]["delta"].get("content") or "" for f in frames) == question

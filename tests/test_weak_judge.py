@@ -82,7 +82,7 @@ def test_a_judge_that_says_no_to_everything_leaves_the_passages_to_retrieval() -
     _plan(llm, "Who supplies the NR-7 battery?")
     llm.add_rule("TASK: judge", lambda p: json.dumps(["NO"] * len(DOCUMENT.findall(p))))
     llm.add_rule("TASK: answer", "Kestrel Energy supplies the NR-7 battery [1].")
-    answer, events = _run(_agent(llm, max_iter=1, top_k=3), "Who supplies the NR-7 battery?")
+    answer, _events = _run(_agent(llm, max_iter=1, top_k=3), "Who supplies the NR-7 battery?")
     assert answer.chunks_dropped == 3  # what the judge said is reported ...
     (call,) = llm.calls("answer")
     assert len(DOCUMENT.findall(call[-1]["content"])) == 3  # ... but nothing is thrown away
@@ -97,7 +97,7 @@ def test_verdicts_that_tell_nothing_apart_are_not_paid_for_again() -> None:
     llm.add_rule("TASK: judge", lambda p: json.dumps(["YES"] * len(DOCUMENT.findall(p))))
     llm.add_rule("TASK: reflect", '{"queries": ["Kestrel Energy battery supplier"]}', times=1)
     llm.add_rule("TASK: answer", "Kestrel Energy [1].")
-    answer, events = _run(_agent(llm, max_iter=2, top_k=3), "Who makes the robot battery?")
+    answer, _events = _run(_agent(llm, max_iter=2, top_k=3), "Who makes the robot battery?")
     assert answer.iterations == 2
     assert len(llm.calls("judge-batch")) == 1  # the second round is ranked by retrieval
     assert any("kept all" in n and "no further verdicts" in n for n in answer.notes)
@@ -129,7 +129,7 @@ def test_no_floor_trusts_an_informative_judge() -> None:
     llm.add_rule("TASK: judge", lambda p: "YES" if "Kestrel" in _asked_passage(p) else "NO")
     llm.add_rule("TASK: answer", "Kestrel Energy [1].")
     agent = _agent(llm, max_iter=1, top_k=3, min_evidence=0, rerank="llm")
-    answer, _ = _run(agent, "Who supplies the NR-7 battery?")
+    _answer, _ = _run(agent, "Who supplies the NR-7 battery?")
     (call,) = llm.calls("answer")
     assert DOCUMENT.findall(call[-1]["content"]) == [CORPUS["robots.txt"][1]]
 
@@ -170,7 +170,7 @@ def test_each_verdict_of_a_batch_has_its_own_margin() -> None:
     llm.add_rule("TASK: judge-batch", batch)
     llm.add_rule("TASK: answer", "Kestrel Energy [1].")
     agent = _agent(llm, max_iter=1, top_k=3, min_evidence=0, llm_judge_threshold=-1.0)
-    answer, events = _run(agent, "Who supplies the NR-7 battery?")
+    _answer, events = _run(agent, "Who supplies the NR-7 battery?")
     verdicts = {e.chunk_id: e for e in events if e.type == "verdict"}
     assert [c for c, e in verdicts.items() if e.kept] == ["robots.txt#1"]
     assert math.isclose(verdicts["robots.txt#1"].margin or 0, math.log(0.4 / 0.6))
@@ -277,7 +277,9 @@ def test_standalone_leaves_self_contained_queries_alone() -> None:
 def test_sources_are_the_cited_passages_and_unsupported_citations_are_flagged() -> None:
     llm = ScriptedChatModel()
     _plan(llm, "Who supplies the NR-7 battery?")
-    llm.add_rule("TASK: judge", lambda p: json.dumps(["YES", "NO", "YES"][: len(DOCUMENT.findall(p))]))
+    llm.add_rule(
+        "TASK: judge", lambda p: json.dumps(["YES", "NO", "YES"][: len(DOCUMENT.findall(p))])
+    )
     # [1] holds the battery claim; the Lyon headcount is not in the passage cited for it.
     llm.add_rule(
         "TASK: answer",
@@ -286,7 +288,9 @@ def test_sources_are_the_cited_passages_and_unsupported_citations_are_flagged() 
             f"The Lyon office employs forty engineers in robotics [{_n(p, 'payload')}]."
         ),
     )
-    answer, _ = _run(_agent(llm, max_iter=1, top_k=3, min_evidence=3), "Who supplies the NR-7 battery?")
+    answer, _ = _run(
+        _agent(llm, max_iter=1, top_k=3, min_evidence=3), "Who supplies the NR-7 battery?"
+    )
     assert len(answer.sources) == 2 and len(answer.retrieved) == 1
     assert {s.n for s in answer.sources}.isdisjoint({s.n for s in answer.retrieved})
     assert answer.unsupported_citations == [answer.answer.split(". ", 1)[1]]

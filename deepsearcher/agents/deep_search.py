@@ -181,8 +181,12 @@ class DeepSearchAgent:
             plan, problem = await planning
         finally:
             planning.cancel()  # a no-op once done; stops it when routing raised
+        if isinstance(problem, BudgetExceeded):
+            ctx.cut_short = ctx.cut_short or problem.message
         if problem and ctx.unreachable is None:
-            events.append(ctx.note(f"planning failed ({problem}); searching the question as asked"))
+            events.append(
+                ctx.note(f"planning failed ({problem.message}); searching the question as asked")
+            )
         return names, plan, events
 
     # -- 2. the next round's work ---------------------------------------------------------------
@@ -385,7 +389,7 @@ class DeepSearchAgent:
         s.tried.add(hop.index)
         if found.hit is not None:
             hop.answer, hop.status = found.answer, "answered"
-            hop.source = found.hit.label
+            hop.source, hop.page = found.hit.source, found.hit.page
             s.hits_of[hop.index] = found.hit
         yield HopEvent(
             index=hop.index,
@@ -393,6 +397,7 @@ class DeepSearchAgent:
             query=hop.query,
             answer=hop.answer,
             source=hop.source,
+            page=hop.page,
             status=hop.status,
         )
         if found.hit is None and s.iteration < max_iter and not ctx.cut_short:

@@ -335,7 +335,9 @@ def _without_restatements(question: str, steps: list[Step], dropped: list[str]) 
     return Plan(tuple(out), tuple(dropped))
 
 
-async def plan_question(ctx: RunContext, question: str, max_steps: int) -> tuple[Plan, str | None]:
+async def plan_question(
+    ctx: RunContext, question: str, max_steps: int
+) -> tuple[Plan, LLMError | BudgetExceeded | None]:
     """The question's plan, and why it is the question alone when planning failed."""
     described = described_phrase(question)
     if described:
@@ -352,5 +354,5 @@ async def plan_question(ctx: RunContext, question: str, max_steps: int) -> tuple
             schema=STEPS_SCHEMA,
         )
     except (LLMError, BudgetExceeded) as exc:
-        return single(question), exc.message
+        return single(question), exc
     return make_plan(question, raw, max_steps, described), None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.live import Live
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -16,9 +17,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from deepsearcher.describe import describe_event
-from deepsearcher.searcher import LoadProgress, stream_replaced
+from deepsearcher.searcher import LoadProgress
 from deepsearcher.types import LoadReport
 
 
@@ -116,7 +118,10 @@ def print_load_summary(console: Console, report: LoadReport) -> None:
 
 
 class QueryView:
-    """Live view of a deep search on stderr; the answer streams to stdout."""
+    """Live view of a deep search on stderr; the answer streams to stdout. On a terminal the
+    streamed words are shown in a live region that the finished answer then replaces (with the
+    citations attribution added, or the repaired text); a pipe gets the finished answer
+    only."""
 
     def __init__(self, err: Console, out: Console, *, verbose: bool = False) -> None:
         self.err = err
@@ -126,6 +131,8 @@ class QueryView:
         self.dropped = 0
         self._status: Any = None
         self._answer_started = False
+        self._streamed = ""
+        self._live: Live | None = None
 
     def __enter__(self) -> QueryView:
         self._status = self.err.status("searching…")
@@ -134,6 +141,9 @@ class QueryView:
 
     def __exit__(self, *exc: Any) -> None:
         self._stop_status()
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
     def _stop_status(self) -> None:
         if self._status is not None:
@@ -155,7 +165,14 @@ class QueryView:
                     f"[dim]kept {self.kept}, dropped {self.dropped}[/]\n", highlight=False
                 )
                 self._answer_started = True
-            self.out.print(event.text, end="", highlight=False, markup=False, soft_wrap=True)
+                if self.out.is_terminal:
+                    self._live = Live(
+                        Text(""), console=self.out, auto_refresh=False, vertical_overflow="visible"
+                    )
+                    self._live.start()
+            self._streamed += event.text
+            if self._live is not None:
+                self._live.update(Text(self._streamed), refresh=True)
             return
         line = describe_event(event, "terminal", verbose=self.verbose)
         if line is not None:
@@ -163,13 +180,18 @@ class QueryView:
 
     def finish(self, answer: Any) -> None:
         self._stop_status()
-        if self._answer_started:
-            self.out.print()
-            if stream_replaced(answer):  # the text streamed so far was replaced
-                self.out.print(answer.answer, highlight=False, markup=False, soft_wrap=True)
+        if self._live is not None:
+            self._live.update(Text(answer.answer), refresh=True)
+            self._live.stop()
+            self._live = None
         elif answer.mode != "retrieval-only":  # retrieval-only: the sources below are the answer
             self.out.print(answer.answer, highlight=False, markup=False, soft_wrap=True)
         print_sources(self.out, answer)
+
+
+def _first_token(answer: Any) -> str:
+    first = getattr(answer, "first_token_s", None)
+    return f" (first answer token {first:.1f}s)" if first is not None else ""
 
 
 def print_sources(console: Console, answer: Any) -> None:
@@ -183,8 +205,11 @@ def print_sources(console: Console, answer: Any) -> None:
             if s.start is not None and s.kind != "web":
                 where += f" [{s.start}:{s.end}]"
             prefix = "(web) " if s.kind == "web" else ""
+            how = " (attributed)" if getattr(s, "attributed", False) else ""
             # soft_wrap: a long path must not be broken by inserted newlines (copy-paste).
-            console.print(f"[{s.n}] {prefix}{where}", highlight=False, markup=False, soft_wrap=True)
+            console.print(
+                f"[{s.n}] {prefix}{where}{how}", highlight=False, markup=False, soft_wrap=True
+            )
             if full:
                 text = "\n".join("    " + line for line in s.text.strip().splitlines())
                 console.print(text, highlight=False, markup=False, soft_wrap=True)
@@ -196,6 +221,7 @@ def print_sources(console: Console, answer: Any) -> None:
     console.print(
         f"\n[dim]{answer.mode} · {answer.iterations} iteration(s) · {u.llm_calls} LLM calls · "
         f"{u.prompt_tokens}+{u.completion_tokens} tokens · {answer.seconds:.1f}s"
+        f"{_first_token(answer)}"
         f"{' · cached (--no-cache asks afresh)' if getattr(answer, 'cached', False) else ''}[/]",
         highlight=False,
     )

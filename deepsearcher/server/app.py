@@ -28,7 +28,8 @@ from starlette.middleware.cors import CORSMiddleware
 
 from deepsearcher import errors
 from deepsearcher.config import ServerSettings, Settings
-from deepsearcher.searcher import DeepSearcher, stream_replaced
+from deepsearcher.describe import describe_event
+from deepsearcher.searcher import DeepSearcher
 from deepsearcher.server.access import KeyRing, access_of, load_keys_file
 from deepsearcher.server.disconnect import DisconnectWatchMiddleware
 from deepsearcher.server.errors import ClientGone, RequestError, error_response
@@ -59,7 +60,7 @@ from deepsearcher.server.page import PAGE_PATHS, page_routes
 from deepsearcher.server.research import RESEARCH_MODEL, research_chat, research_routes
 from deepsearcher.server.service import SearchRequest, SearchService
 from deepsearcher.server.stream import ChatFrames, chat_stream
-from deepsearcher.types import Answer, AnswerDeltaEvent, DoneEvent, Event
+from deepsearcher.types import AnswerDeltaEvent, DoneEvent, Event
 
 logger = logging.getLogger(__name__)
 # A readiness probe must answer before the load balancer's own probe timeout gives up on it.
@@ -80,28 +81,27 @@ class _AnswerFrames:
             self.told.append(event.text)
             return ChatFrames([out.frame({"content": event.text})])
         if not (isinstance(event, DoneEvent) and event.answer is not None):
-            return ChatFrames([out.frame({}, deepsearcher_event=event.to_dict())])
+            # The one wording of every front end (describe.py) rides with the event: the chat
+            # page shows it as it stands.
+            said = {**event.to_dict(), "text": describe_event(event, "line")}
+            return ChatFrames([out.frame({}, deepsearcher_event=said)])
         answer = event.answer
         tail = sources_markdown(answer.sources)
         if not "".join(self.told).strip():  # nothing streamed (no LLM, or a fallback answer)
             tail = answer.answer + tail
-        elif _stream_replaced(answer):  # the answer stream broke off: send what stands
+        elif answer.stream_replaced:  # broke off, or repaired: send what stands
             tail = "\n\n" + answer.answer + tail
         last = out.frame(
             {"content": tail},
             "stop",
+            # The answer as it stands: with the citations attribution added to what was
+            # streamed (a page renders this; the deltas are the model's words).
+            answer=answer.answer,
             sources=[s.to_dict() for s in answer.sources],
             evidence=answer.evidence,
             deepsearcher=answer_details(answer),
         )
         return ChatFrames([last], answer.usage)
-
-
-def _stream_replaced(answer: Answer) -> bool:
-    # The answer says so in a field (Answer.stream_replaced) where it has one; before that,
-    # by the note the agent adds.
-    replaced = getattr(answer, "stream_replaced", None)
-    return replaced if isinstance(replaced, bool) else stream_replaced(answer)
 
 
 async def _readiness(searcher: DeepSearcher) -> tuple[int, dict[str, Any]]:

@@ -203,7 +203,8 @@ def history_turns(history: Sequence[ChatMessage]) -> list[tuple[str, str]]:
 
 
 def source_line(s: Source) -> str:
-    return f"[{s.n}] {s.label}"
+    # "attributed": the model wrote no [n] for this passage; the sentence was matched to it.
+    return f"[{s.n}] {s.label}" + (" (attributed)" if s.attributed else "")
 
 
 def sources_markdown(sources: Sequence[Source]) -> str:

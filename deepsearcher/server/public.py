@@ -21,6 +21,8 @@ from deepsearcher.types import (
     Answer,
     DoneEvent,
     Event,
+    Hop,
+    HopEvent,
     LoadReport,
     NoteEvent,
     Source,
@@ -120,6 +122,7 @@ class PublicView:
             answer=text,
             sources=sources,
             retrieved=self.sources(answer.retrieved),
+            hops=[self._hop(h) for h in answer.hops],
             notes=self.texts(answer.notes),
             cut_short=self.text(answer.cut_short) if answer.cut_short else None,
         )
@@ -132,7 +135,14 @@ class PublicView:
             for s in sources
         ]
 
+    def _hop(self, hop: Hop) -> Hop:
+        if hop.source is None or "://" in hop.source:
+            return hop
+        return dataclasses.replace(hop, source=self.path(hop.source))
+
     def event(self, event: Event) -> Event:
+        if isinstance(event, HopEvent) and event.source and "://" not in event.source:
+            return dataclasses.replace(event, source=self.path(event.source))
         if isinstance(event, NoteEvent):
             return dataclasses.replace(event, message=self.text(event.message))
         if isinstance(event, VerdictEvent):

@@ -120,7 +120,9 @@ function renderSources(sources) {
   for (const s of sources) {
     const item = el("li");
     item.value = s.n;
-    const label = s.source + (pageLabel(s) ? " " + pageLabel(s) : "");
+    // "attributed": the model wrote no [n] here; the sentence was matched to this passage.
+    const label = s.source + (pageLabel(s) ? " " + pageLabel(s) : "")
+      + (s.attributed ? " (attributed)" : "");
     const button = el("button", "", label);
     button.type = "button";
     button.addEventListener("click", () => openPassage(s));
@@ -131,23 +133,15 @@ function renderSources(sources) {
 
 // -- the search trace ---------------------------------------------------------------------
 
+// The server words each event (deepsearcher/describe.py, the same line the CLI and MCP show);
+// the page only picks a class for it.
 function traceLine(event) {
-  switch (event.type) {
-    case "sub_queries":
-      return ["", "sub-queries (round " + event.iteration + "): " + event.queries.join(" · ")];
-    case "search":
-      return ["", "searched “" + event.query + "”: " + event.hits + " hits, " + event.new + " new"];
-    case "verdict":
-      return [event.kept ? "kept" : "dropped", (event.kept ? "kept " : "dropped ") + event.source];
-    case "reflection":
-      return ["", event.gap_queries.length
-        ? "follow-up queries: " + event.gap_queries.join(" · ")
-        : "reflection: nothing left to look up"];
-    case "note":
-      return ["note", "note: " + event.message];
-    default:
-      return null;
-  }
+  if (!event.text) return null;
+  const kind = event.type === "verdict" ? (event.kept ? "kept" : "dropped")
+    : event.type === "note" ? "note"
+    : event.type === "hop" ? (event.status === "answered" ? "kept" : "dropped")
+    : "";
+  return [kind, event.text];
 }
 
 function addTrace(event) {
@@ -205,6 +199,7 @@ async function ask(question) {
     return;
   }
   let text = "";
+  let finalText = null;  // the answer as it stands, with the citations attribution added
   let sources = [];
   let details = null;
   let failed = null;
@@ -218,6 +213,7 @@ async function ask(question) {
       body.textContent = text.split(SOURCES_HEADING)[0];
     }
     if (frame.sources) sources = frame.sources;
+    if (typeof frame.answer === "string") finalText = frame.answer;
     if (frame.deepsearcher) details = frame.deepsearcher;
   });
   if (failed) {
@@ -225,7 +221,7 @@ async function ask(question) {
     if (!text) reply.remove();
     return;
   }
-  renderAnswer(body, text.split(SOURCES_HEADING)[0], sources);
+  renderAnswer(body, finalText !== null ? finalText : text.split(SOURCES_HEADING)[0], sources);
   renderSources(sources);
   if (details) {
     const c = details.chunks || {};
@@ -233,6 +229,10 @@ async function ask(question) {
       (c.kept || 0) + " passages kept, " + (c.dropped || 0) + " dropped",
       (details.usage ? details.usage.llm_calls : 0) + " LLM calls",
     ];
+    if (details.evidence) facts.push("evidence: " + details.evidence);
+    if ((details.unsupported_sentences || []).length) {
+      facts.push(details.unsupported_sentences.length + " sentence(s) no passage holds");
+    }
     if (details.cut_short) facts.push(details.cut_short);
     for (const note of details.notes || []) facts.push(note);
     reply.append(el("span", "details", facts.join(" · ")));
