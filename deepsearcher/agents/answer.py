@@ -12,17 +12,12 @@ from dataclasses import dataclass
 from deepsearcher.agents import prompts
 from deepsearcher.agents.attribution import Attributor, SentenceSupport, with_citations
 from deepsearcher.agents.base import hit_to_source, render_document
-from deepsearcher.agents.citations import (
-    canonical_citations,
-    citations_inside,
-    fact_is_marker,
-    markers_to_end,
-    sentence_spans,
-)
-from deepsearcher.agents.hops import holds
+from deepsearcher.agents.citations import cited_sources, tidy
+from deepsearcher.agents.hops import Fact
 from deepsearcher.agents.parsing import ReasoningFilter
+from deepsearcher.agents.repair import repair
 from deepsearcher.aio import TaskPump
-from deepsearcher.errors import BudgetExceeded, LLMError
+from deepsearcher.errors import LLMError
 from deepsearcher.llm import LLMUnreachableError, Message, StreamPiece
 from deepsearcher.prompting import clean_output, escape_document, messages_for
 from deepsearcher.run_context import RunContext
@@ -32,40 +27,11 @@ _CITATION = re.compile(r"\[(\d{1,3})\]")
 STREAM_REPLACED = "the streamed answer broke off; it was written again in full"
 
 
-@dataclass(frozen=True)
-class Fact:
-    """A lookup's answer, for the answer prompt: ``hit`` is the passage it came from."""
-
-    query: str
-    answer: str
-    hit: Hit
-
-
 def passages_block(hits: Sequence[Hit]) -> str:
     """The numbered ``<document>`` blocks every prompt over these passages starts with."""
     if not hits:
         return "(no passages were found)"
     return "\n\n".join(render_document(h, i) for i, h in enumerate(hits, start=1))
-
-
-def cited_sources(answer_text: str, passages: Sequence[Hit]) -> tuple[str, list[int], int]:
-    """The passage numbers the answer cites, in order. Citations pointing at no passage are
-    removed from the text and counted, so every [n] left has a source."""
-    cited: list[int] = []
-    invalid = 0
-
-    def keep(m: re.Match[str]) -> str:
-        nonlocal invalid
-        n = int(m.group(1))
-        if 1 <= n <= len(passages):
-            if n not in cited:
-                cited.append(n)
-            return m.group(0)
-        invalid += 1
-        return ""
-
-    text = _CITATION.sub(keep, canonical_citations(answer_text))
-    return text, sorted(cited), invalid
 
 
 def _facts_text(facts: Sequence[Fact], passages: Sequence[Hit]) -> str:
@@ -213,10 +179,10 @@ async def _finish(
     """The finished reply as the answer: citations that point at no passage removed, a
     citation standing for its fact repaired, uncited sentences attributed, sources listed."""
     events: list[Event] = []
-    text, written, invalid = cited_sources(_tidy(clean_output(reply.text)), passages)
+    text, written, invalid = cited_sources(tidy(clean_output(reply.text)), passages)
     if invalid:
         events.append(ctx.note(f"removed {invalid} citation(s) that pointed at no passage"))
-    text = await _repair(ctx, reply, text, passages, facts, answer, events)
+    text = await repair(ctx, reply, text, passages, facts, answer, events)
     text, written, _ = cited_sources(text, passages)
     supports: list[SentenceSupport] = []
     if attributor is not None and passages and text:
@@ -228,159 +194,6 @@ async def _finish(
     _fill_sources(answer, passages, verified, written, supports)
     events.extend(_evidence_notes(ctx, answer, passages, written, supports, text))
     return events
-
-
-def _tidy(text: str) -> str:
-    """Citations kept inside their sentence and after what a verb says."""
-    text = citations_inside(text)
-    out, pos = [], 0
-    for a, b in sentence_spans(text):
-        out += [text[pos:a], markers_to_end(text[a:b])]
-        pos = b
-    return "".join(out) + text[pos:]
-
-
-async def _repair(
-    ctx: RunContext,
-    reply: _Reply,
-    text: str,
-    passages: Sequence[Hit],
-    facts: Sequence[Fact],
-    answer: Answer,
-    events: list[Event],
-) -> str:
-    """``text`` with no citation standing where its fact belongs ("… is [3].") and, for a
-    chain of lookups, stating what its last lookup found (a small model often stops at the
-    first: "The person who approved it is Johan Lindqvist."). Fixed from the lookups' answers
-    where they fit, else the answer is asked for once more, else the cited passage's words are
-    quoted and the missing fact is added with its citation. Each repair is said in a note."""
-    bad = _marker_facts(text)
-    if bad:
-        fixed = _fill_from_facts(text, bad, passages, facts)
-        if fixed is not None:
-            text, bad = fixed, []
-            events.append(
-                _repaired(ctx, answer, "the fact was taken from the lookup that found it")
-            )
-    missing = [f for f in reply.required if not holds(text, f.answer)]
-    if not bad and not missing:
-        return text
-    problems = [
-        f'"{_short(text[a:b])}" puts a document number where its fact belongs' for a, b in bad
-    ]
-    problems += [
-        f"it does not state what the question asks; the lookups found: {f.query} "
-        f"{f.answer}" + (f" [{_number(f, passages)}]" if _number(f, passages) else "")
-        for f in missing
-    ]
-    again = await _ask_again(ctx, reply, problems)
-    if again is not None:
-        again_text = cited_sources(_tidy(clean_output(again)), passages)[0]
-        if (
-            again_text
-            and not _marker_facts(again_text)
-            and all(holds(again_text, f.answer) for f in reply.required)
-        ):
-            events.append(_repaired(ctx, answer, "the answer was written again"))
-            return again_text
-    if bad:
-        text = _quote_passages(text, bad, passages)
-        events.append(_repaired(ctx, answer, "the cited passage's words are quoted instead"))
-    if missing:
-        text = text.rstrip() + "".join(
-            f" {f.query.rstrip(' ?？')}: {f.answer}"
-            + (f" [{_number(f, passages)}]" if _number(f, passages) else "")
-            + "."
-            for f in missing
-        )
-        events.append(
-            _repaired(
-                ctx,
-                answer,
-                "the answer stopped short of what the last lookup found; "
-                "that finding is added with its citation",
-            )
-        )
-    return text
-
-
-def _repaired(ctx: RunContext, answer: Answer, how: str) -> Event:
-    answer.stream_replaced = True
-    return ctx.note(f"answer repaired: {how}")
-
-
-def _marker_facts(text: str) -> list[tuple[int, int]]:
-    return [(a, b) for a, b in sentence_spans(text) if fact_is_marker(text[a:b])]
-
-
-def _number(fact: Fact, passages: Sequence[Hit]) -> int | None:
-    return next((i for i, h in enumerate(passages, start=1) if h.id == fact.hit.id), None)
-
-
-def _markers(sentence: str) -> list[int]:
-    return [int(n) for n in _CITATION.findall(sentence)]
-
-
-def _fill_from_facts(
-    text: str, bad: Sequence[tuple[int, int]], passages: Sequence[Hit], facts: Sequence[Fact]
-) -> str | None:
-    out, pos = [], 0
-    for a, b in bad:
-        cited = [passages[n - 1] for n in _markers(text[a:b]) if 1 <= n <= len(passages)]
-        fact = next(
-            (f for f in reversed(facts) for h in cited if holds(h.text, f.answer)),
-            None,
-        )
-        if fact is None:
-            return None
-        sentence = text[a:b]
-        first = _CITATION.search(sentence)
-        assert first is not None
-        out += [
-            text[pos:a],
-            sentence[: first.start()],
-            f"{fact.answer} ",
-            sentence[first.start() :],
-        ]
-        pos = b
-    return "".join(out) + text[pos:]
-
-
-async def _ask_again(ctx: RunContext, reply: _Reply, problems: Sequence[str]) -> str | None:
-    """The answer written once more, told what was wrong with it (the conversation so far is
-    the prefix the server has read: only the request is new)."""
-    assert ctx.llm is not None and reply.messages is not None
-    llm = ctx.llm
-    said = "; ".join(escape_document(" ".join(p.split())) for p in problems[:3])
-    convo = [
-        *reply.messages,
-        {"role": "assistant", "content": clean_output(reply.text)},
-        {"role": "user", "content": prompts.REPAIR.format(problems=said)},
-    ]
-    try:
-        completion = await ctx.llm_call(
-            lambda: llm.complete(convo, max_tokens=ctx.settings.llm.max_tokens), budgeted=False
-        )
-    except (LLMError, BudgetExceeded):
-        return None
-    ctx.usage.add(completion.usage)
-    return completion.text
-
-
-def _quote_passages(text: str, bad: Sequence[tuple[int, int]], passages: Sequence[Hit]) -> str:
-    out, pos = [], 0
-    for a, b in bad:
-        sentence = text[a:b]
-        ns = [n for n in _markers(sentence) if 1 <= n <= len(passages)]
-        excerpt = " ".join(passages[ns[0] - 1].text.split())[:200] if ns else ""
-        first = _CITATION.search(sentence)
-        assert first is not None
-        end = sentence.rstrip()[-1] if sentence.rstrip()[-1:] in (".", "!", "?") else ""
-        head = sentence[: first.start()].rstrip()
-        marks = "".join(f"[{n}]" for n in ns)
-        out += [text[pos:a], f'{head} {marks}: "{excerpt}"{end}']
-        pos = b
-    return "".join(out) + text[pos:]
 
 
 def _fill_sources(

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from deepsearcher.types import Hit
+
 CITATION = re.compile(r"\[(\d{1,3})\]")
 # How models write citations besides [1]: [1, 2], [1; 3], [Source 2], [source 1, 2].
 LOOSE_CITATION = re.compile(
@@ -154,3 +156,33 @@ def unsupported_citations(answer: str, passages: Sequence[str]) -> list[str]:
         if cited and not is_supported(claim_of(sentence, CITATION), " ".join(cited)):
             out.append(sentence)
     return out
+
+
+def cited_sources(answer_text: str, passages: Sequence[Hit]) -> tuple[str, list[int], int]:
+    """The passage numbers the answer cites, in order. Citations pointing at no passage are
+    removed from the text and counted, so every [n] left has a source."""
+    cited: list[int] = []
+    invalid = 0
+
+    def keep(m: re.Match[str]) -> str:
+        nonlocal invalid
+        n = int(m.group(1))
+        if 1 <= n <= len(passages):
+            if n not in cited:
+                cited.append(n)
+            return m.group(0)
+        invalid += 1
+        return ""
+
+    text = CITATION.sub(keep, canonical_citations(answer_text))
+    return text, sorted(cited), invalid
+
+
+def tidy(text: str) -> str:
+    """Citations kept inside their sentence and after what a verb says."""
+    text = citations_inside(text)
+    out, pos = [], 0
+    for a, b in sentence_spans(text):
+        out += [text[pos:a], markers_to_end(text[a:b])]
+        pos = b
+    return "".join(out) + text[pos:]

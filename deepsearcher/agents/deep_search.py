@@ -25,24 +25,24 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 
-from deepsearcher.agents import prompts
-from deepsearcher.agents.answer import Fact, passages_block, write_answer
+from deepsearcher.agents.answer import passages_block, write_answer
 from deepsearcher.agents.attribution import Attributor
 from deepsearcher.agents.base import (
-    ask,
-    escape_document,
-    messages_for,
     new_answer,
     resolve_collections,
 )
-from deepsearcher.agents.hops import Extracted, extract, resolve
-from deepsearcher.agents.judge import Verdict, informative, judge_batch, judge_one
+from deepsearcher.agents.hops import Extracted, Fact, extract, reflect, resolve
+from deepsearcher.agents.judge import (
+    Verdict,
+    informative,
+    judge_batch,
+    judge_one,
+    verdict_notes,
+)
 from deepsearcher.agents.naive_rag import retrieval_only
-from deepsearcher.agents.parsing import parse_queries
 from deepsearcher.agents.plan import Plan, plan_question, restates
-from deepsearcher.agents.queries import QUERIES_SCHEMA, standalone
+from deepsearcher.agents.queries import standalone
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.llm import ChatModel
@@ -335,23 +335,7 @@ class DeepSearchAgent:
             yield ev
 
     def _verdict_notes(self, ctx: RunContext, s: _Search, new: list[Verdict]) -> list[Event]:
-        events: list[Event] = []
-        failed = [v for v in new if v.relevant is None]
-        unjudged = [v for v in failed if v.out_of_budget]
-        unusable = [v for v in failed if not v.out_of_budget]
-        if unjudged:
-            ctx.cut_short = ctx.cut_short or unjudged[0].reason
-            events.append(
-                ctx.note(
-                    f"search cut short: {ctx.cut_short} ({len(unjudged)} chunk(s) left unjudged)"
-                )
-            )
-        if unusable and ctx.unreachable is None:
-            events.append(
-                ctx.note(
-                    f"{len(unusable)} chunk(s) unjudged: verdict failed ({unusable[0].reason})"
-                )
-            )
+        events: list[Event] = list(verdict_notes(ctx, new))
         judged = [v for v in new if v.relevant is not None]
         if judged and not informative(judged):
             # Verdicts that tell nothing apart neither verify nor drop anything: the passages
@@ -409,21 +393,9 @@ class DeepSearchAgent:
         max_gaps = self.settings.query.max_gap_queries
         if max_gaps == 0 or ctx.unreachable is not None:
             return
-        prompt = prompts.over_documents(
-            passages_block(s.docs),
-            prompts.REFLECT.format(
-                max_gaps=max_gaps,
-                query=escape_document(hop.query),
-                question=escape_document(s.question),
-                queries=escape_document(str(s.queries)),
-            ),
-        )
         try:
-            gaps = await ask(
-                ctx,
-                messages_for(prompt),
-                partial(parse_queries, max_items=max_gaps),
-                schema=QUERIES_SCHEMA,
+            gaps = await reflect(
+                ctx, passages_block(s.docs), hop.query, s.question, s.queries, max_gaps
             )
         except BudgetExceeded as exc:
             ctx.cut_short = ctx.cut_short or exc.message
@@ -433,14 +405,9 @@ class DeepSearchAgent:
             if ctx.unreachable is None:
                 yield ctx.note(f"reflection failed ({exc.message}); lookup {hop.index} stays open")
             return
-        fresh = [
-            standalone(g, hop.query)
-            for g in gaps
-            if not any(restates(g, q) for q in [*s.queries, hop.query])
-        ]
-        if fresh:
-            s.gaps[hop.index] = list(dict.fromkeys(fresh))[:max_gaps]
-        yield ReflectionEvent(gap_queries=s.gaps.get(hop.index, []), iteration=s.iteration)
+        if gaps:
+            s.gaps[hop.index] = gaps
+        yield ReflectionEvent(gap_queries=gaps, iteration=s.iteration)
 
     # -- 6. the answer, from the lookups' answers and their passages ------------------------
 

@@ -13,9 +13,12 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from deepsearcher.agents import prompts
-from deepsearcher.agents.parsing import copies_example
+from deepsearcher.agents.parsing import copies_example, parse_queries
+from deepsearcher.agents.plan import restates
+from deepsearcher.agents.queries import QUERIES_SCHEMA, standalone
 from deepsearcher.llm import JsonSchema
 from deepsearcher.prompting import (
     OutputParseError,
@@ -68,6 +71,15 @@ _SMALL = frozenset(
         "le",
     ]
 )
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A lookup's answer for the answer step: ``hit`` is the passage it came from."""
+
+    query: str
+    answer: str
+    hit: Hit
 
 
 @dataclass(frozen=True)
@@ -175,6 +187,38 @@ async def extract(ctx: RunContext, documents: str, hits: Sequence[Hit], query: s
         return Extracted("", None)
     hit = ground(answer, hits, n)
     return Extracted(answer if hit is not None else "", hit)
+
+
+async def reflect(
+    ctx: RunContext,
+    documents: str,
+    query: str,
+    question: str,
+    searched: Sequence[str],
+    max_gaps: int,
+) -> list[str]:
+    """Other queries for the lookup ``query`` that found nothing in the round's passages
+    (asked after them: the server has read them already), none restating what was searched.
+    LLM failures and a spent budget raise."""
+    prompt = prompts.over_documents(
+        documents,
+        prompts.REFLECT.format(
+            max_gaps=max_gaps,
+            query=escape_document(query),
+            question=escape_document(question),
+            queries=escape_document(str(list(searched))),
+        ),
+    )
+    gaps = await ask(
+        ctx,
+        messages_for(prompt),
+        partial(parse_queries, max_items=max_gaps),
+        schema=QUERIES_SCHEMA,
+    )
+    fresh = [
+        standalone(g, query) for g in gaps if not any(restates(g, q) for q in [*searched, query])
+    ]
+    return list(dict.fromkeys(fresh))[:max_gaps]
 
 
 def resolve(question: str, answers: dict[int, str]) -> str:

@@ -24,7 +24,7 @@ from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.llm import JsonSchema, TokenLogprob
 from deepsearcher.prompting import complete_parsed_full, escape_document, messages_for
 from deepsearcher.run_context import RunContext
-from deepsearcher.types import Hit
+from deepsearcher.types import Hit, NoteEvent
 
 _YES_NO = {"type": "string", "enum": ["YES", "NO"]}
 VERDICT_SCHEMA = JsonSchema(
@@ -148,6 +148,25 @@ async def judge_batch(
         reason = None if v is not None else "no verdict for this passage"
         out.append(Verdict(h, _decide(ctx, v, margin), reason, margin=margin))
     return out
+
+
+def verdict_notes(ctx: RunContext, verdicts: Sequence[Verdict]) -> list[NoteEvent]:
+    """Notes for verdicts that could not be had: a spent budget (the passages were never
+    judged: the run is cut short) or unusable replies (the passages stay, unjudged)."""
+    failed = [v for v in verdicts if v.relevant is None]
+    unjudged = [v for v in failed if v.out_of_budget]
+    unusable = [v for v in failed if not v.out_of_budget]
+    notes = []
+    if unjudged:
+        ctx.cut_short = ctx.cut_short or unjudged[0].reason
+        notes.append(
+            ctx.note(f"search cut short: {ctx.cut_short} ({len(unjudged)} chunk(s) left unjudged)")
+        )
+    if unusable and ctx.unreachable is None:
+        notes.append(
+            ctx.note(f"{len(unusable)} chunk(s) unjudged: verdict failed ({unusable[0].reason})")
+        )
+    return notes
 
 
 def informative(verdicts: Sequence[Verdict]) -> bool:
