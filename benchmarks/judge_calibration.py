@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import OUT, markdown_table, prepare_imports  # noqa: E402
+from _common import OUT, markdown_table, prepare_imports
 
 prepare_imports()
 
@@ -104,7 +104,9 @@ async def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
                 rows.append(row)
                 print(f"{row['id']}: {sum(row['gold'])} gold of {len(hits)}", file=sys.stderr)
                 if args.json_out:
-                    Path(args.json_out).write_text(json.dumps(rows), encoding="utf-8")
+                    # Kept after each question, so a run stopped midway keeps what it measured.
+                    out, text = Path(args.json_out), json.dumps(rows)
+                    await asyncio.to_thread(out.write_text, text, encoding="utf-8")
     return rows
 
 
@@ -131,9 +133,7 @@ def report(rows: list[dict[str, Any]], key: str) -> str:
         ]
         for t in candidates
     ]
-    lines.append(
-        markdown_table(["threshold", "gold kept", "other dropped"], table, "rrr")
-    )
+    lines.append(markdown_table(["threshold", "gold kept", "other dropped"], table, "rrr"))
     return "\n".join(lines)
 
 
