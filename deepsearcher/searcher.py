@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from deepsearcher.cache import AnswerCache
 from deepsearcher.config import Settings, load_settings
 from deepsearcher.embedding import Embedder, build_embedder
-from deepsearcher.errors import StoreError, WebSearchError, check_question_length
+from deepsearcher.errors import LLMError, StoreError, WebSearchError, check_question_length
 from deepsearcher.ingest import Ingestor, LoadProgress, ProgressCallback, require_loaded
 from deepsearcher.options import LoadOptions, QueryOptions, or_configured
 from deepsearcher.retrieval import Passages, Retriever
@@ -336,53 +336,54 @@ class DeepSearcher:
 
     # -- research reports -------------------------------------------------------------------
 
+    async def astream_research(
+        self, request: ResearchRequest | str
+    ) -> AsyncIterator[ResearchEvent]:
+        """A research run's events as they happen (brief, plan, researchers, draft, quality
+        check, revisions); the last is a ``ResearchDoneEvent`` carrying the ``Report``.
+        ``request.web`` (None: ``web_search.enabled``) lets the researchers search the web."""
+        # Imported on use, like the agents it runs: openai is slow to import.
+        from deepsearcher.research import ResearchRequest, stream_research
+
+        req = ResearchRequest(request) if isinstance(request, str) else request
+        check_question_length(
+            req.request, self.settings.server.max_question_chars, "research request"
+        )
+        llm = self.llm
+        if llm is None:
+            raise LLMError(
+                "research needs an LLM: none is configured",
+                "set llm.base_url and llm.model in config.yaml",
+            )
+        retriever = await asyncio.to_thread(lambda: self.retriever)
+        tool = await asyncio.to_thread(self._web_tool, req.web)
+        async for event in stream_research(self.settings, llm, retriever, req, web=tool):
+            yield event
+
     async def aresearch(
         self,
         request: ResearchRequest | str,
         *,
-        web: bool | None = None,
         on_event: Callable[[ResearchEvent], None] | None = None,
     ) -> Report:
-        """A cited research ``Report`` for a broader request (brief, plan, researchers,
-        draft, quality check, revisions); ``on_event`` sees every stage as it happens."""
-        # Imported on use, like the agents it runs: openai is slow to import.
-        from deepsearcher.research import run_research
-
-        text = request if isinstance(request, str) else request.request
-        check_question_length(text, self.settings.server.max_question_chars, "research request")
-        tool = await asyncio.to_thread(self._web_tool, web)
-        return await run_research(self, request, on_event=on_event, web=tool)
-
-    async def astream_research(
-        self, request: ResearchRequest | str, *, web: bool | None = None
-    ) -> AsyncIterator[ResearchEvent]:
-        """The research run's events as they happen; the last carries the ``Report``."""
-        events: asyncio.Queue[ResearchEvent | None] = asyncio.Queue()
-
-        async def run() -> None:
-            try:
-                await self.aresearch(request, web=web, on_event=events.put_nowait)
-            finally:
-                events.put_nowait(None)
-
-        task = asyncio.ensure_future(run())
-        try:
-            while (event := await events.get()) is not None:
-                yield event
-            await task  # raises the run's error, if it ended with one
-        finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        """A cited research ``Report``: ``astream_research`` collected; ``on_event`` sees
+        every event as it happens."""
+        report: Report | None = None
+        async for event in self.astream_research(request):
+            if on_event is not None:
+                on_event(event)
+            if event.type == "done":
+                report = event.report
+        assert report is not None, "the research run ended without a report"
+        return report
 
     def research(
         self,
         request: ResearchRequest | str,
         *,
-        web: bool | None = None,
         on_event: Callable[[ResearchEvent], None] | None = None,
     ) -> Report:
-        return run_sync(self.aresearch(request, web=web, on_event=on_event), "research")
+        return run_sync(self.aresearch(request, on_event=on_event), "research")
 
 
 # The front ends (server, CLI) reach the layers below through this module; these are the

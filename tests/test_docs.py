@@ -70,7 +70,9 @@ def _contract_layers() -> list[set[str]]:
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     (contract,) = [
-        c for c in pyproject["tool"]["importlinter"]["contracts"] if c["type"] == "layers"
+        c
+        for c in pyproject["tool"]["importlinter"]["contracts"]
+        if c["type"] == "layers" and "containers" not in c
     ]
     return [
         {name.strip(" ()") for name in re.split(r"[|:]", layer)} for layer in contract["layers"]
@@ -199,3 +201,24 @@ def test_where_new_code_goes_names_what_exists() -> None:
     operations = re.findall(r"`(\w+)`", route.split("server/service.py`:", 1)[1].split(")", 1)[0])
     assert operations, "the route paragraph lists no SearchService operations"
     assert [o for o in operations if not hasattr(service.SearchService, o)] == []
+
+
+def test_the_research_stages_named_in_the_docs_are_the_contracts_row() -> None:
+    # "A research stage" names the row of stages; the research contract's second layer is it.
+    tomllib = pytest.importorskip("tomllib")
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    (contract,) = [
+        c
+        for c in pyproject["tool"]["importlinter"]["contracts"]
+        if c.get("containers") == ["deepsearcher.research"]
+    ]
+    row = {name.strip() for name in contract["layers"][1].split("|")}
+    for doc in (REPO / "docs/architecture.md", REPO / "CONTRIBUTING.md"):
+        text = doc.read_text(encoding="utf-8")
+        paragraph = text.split("- **A research stage", 1)[1].split("\n- **", 1)[0]
+        listed = re.search(r"\(`brief`[^()]*\)", paragraph)
+        assert listed, f"{doc.relative_to(REPO)}: the row of stages is not listed"
+        named = set(re.findall(r"`(\w+)`", listed.group(0)))
+        assert named == row, f"{doc.relative_to(REPO)} names {named}, the contract {row}"
+    modules = {p.stem for p in (REPO / "deepsearcher/research").glob("*.py")}
+    assert row <= modules

@@ -20,11 +20,11 @@ from deepsearcher.config import Settings
 from deepsearcher.errors import LLMError
 from deepsearcher.llm import Completion, Message, ToolSchema
 from deepsearcher.research import Report, ResearchRequest, stream_research
-from deepsearcher.research.calculator import CalculatorError, calculate
 from deepsearcher.research.contradictions import find_contradictions
 from deepsearcher.research.events import ResearchEvent
 from deepsearcher.research.models import Evidence, Finding
-from deepsearcher.research.tools import THINK, ToolCall, ToolRegistry, parse_tool_call
+from deepsearcher.research.researcher.calculator import CalculatorError, calculate
+from deepsearcher.research.researcher.registry import THINK, ToolCall, ToolRegistry, parse_tool_call
 from deepsearcher.retrieval import Retriever
 from deepsearcher.searcher import DeepSearcher
 from tests.llm_server import ScriptedLLMServer
@@ -569,7 +569,9 @@ def test_research_command_end_to_end(tmp_path: Path, llm_server: ScriptedLLMServ
     assert empty.exit_code == 1 and "error: the request is empty" in empty.stderr
 
 
-def test_research_flags_override_env_and_config(tmp_path: Path) -> None:
+def test_research_flags_travel_in_the_request_which_checks_their_ranges(
+    tmp_path: Path, llm_server: ScriptedLLMServer
+) -> None:
     env = {
         "DEEPSEARCHER_VECTOR_STORE__URI": str(tmp_path / "r.db"),
         "DEEPSEARCHER_RESEARCH__MAX_SECTIONS": "0",
@@ -578,10 +580,32 @@ def test_research_flags_override_env_and_config(tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["research", "x"], env=env)
     assert bad.exit_code == 1
     assert "invalid setting 'research.max_sections' from environment variable" in bad.stderr
-    # The flag wins over the variable: the settings are valid, and the run gets as far as
-    # needing an LLM (none is configured here).
+    # A flag out of range is refused by the request, as the library and the server refuse
+    # it (no range is restated on the typer option), in the two lines.
+    env["DEEPSEARCHER_RESEARCH__MAX_SECTIONS"] = "1"
+    for flag, value in (("--max-sections", "0"), ("--max-sections", "13"), ("--concurrency", "0")):
+        res = CliRunner().invoke(app, ["research", "x", flag, value], env=env)
+        assert res.exit_code == 1, res.output
+        lines = res.stderr.strip().splitlines()
+        assert lines[0].startswith("error: invalid option ") and value in lines[0], lines
+        assert lines[1].startswith("hint: leave "), lines
+    # The flag wins over the variable.
+    env["DEEPSEARCHER_LLM__BASE_URL"] = llm_server.base_url
     ok = CliRunner().invoke(app, ["research", "x", "--max-sections", "2"], env=env)
-    assert ok.exit_code == 1 and "error: research needs an LLM" in ok.stderr, ok.stderr
+    assert ok.exit_code == 0, ok.stderr
+    plans = [r for r in llm_server.requests if "TASK: research-plan" in _server_prompt(r)]
+    assert plans and "at most 2 report sections" in _server_prompt(plans[0])
+
+
+def test_research_options_restate_no_range() -> None:
+    import typing
+
+    from deepsearcher.cli.research import research_command
+
+    hints = typing.get_type_hints(research_command, include_extras=True)
+    infos = [m for h in hints.values() for m in getattr(h, "__metadata__", ())]
+    assert len([i for i in infos if hasattr(i, "min")]) >= 4  # the options are all seen
+    assert [i.param_decls for i in infos if i.min is not None or i.max is not None] == []
 
 
 def _server_prompt(req: dict[str, Any]) -> str:

@@ -19,9 +19,9 @@ from deepsearcher.config import LLMSettings, Settings
 from deepsearcher.errors import LLMError
 from deepsearcher.llm import OpenAIChatModel, ToolCall
 from deepsearcher.research import Report, ResearchRequest, stream_research
-from deepsearcher.research.calculator import CalculatorError, calculate
 from deepsearcher.research.events import ResearchEvent
-from deepsearcher.research.researcher import parse_verdict
+from deepsearcher.research.researcher.calculator import CalculatorError, calculate
+from deepsearcher.research.researcher.hypotheses import parse_verdict
 from deepsearcher.retrieval import Retriever
 from deepsearcher.tools import WebSearchTool, build_web_search_or_unavailable
 from tests.llm_server import ScriptedLLMServer, ToolCallsReply

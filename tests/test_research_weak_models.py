@@ -198,7 +198,7 @@ def test_own_values_pass_and_only_copied_items_are_dropped() -> None:
     draft = parse_draft(
         json.dumps({"title": "R", "sections": [{"title": "A", "text": "Line one<br>two [E1]."}]})
     )
-    assert draft["sections"][0]["text"] == "Line one<br>two [E1]."
+    assert draft.sections[0].text == "Line one<br>two [E1]."
     assert not copied("Costs rose from 45 to 50 euros [E2].")
     assert copied("<value in one> vs <value in the other>") and copied("search query")
 

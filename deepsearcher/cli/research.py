@@ -39,30 +39,23 @@ OutOpt = Annotated[
 ]
 MaxSectionsOpt = Annotated[
     int | None,
-    typer.Option(
-        "--max-sections", min=1, max=12, help="Sections of the plan [research.max_sections]."
-    ),
+    typer.Option("--max-sections", help="Sections of the plan [research.max_sections]."),
 ]
 MaxRevisionsOpt = Annotated[
     int | None,
-    typer.Option(
-        "--max-revisions", min=0, max=5, help="Gap-filling rounds [research.max_revisions]."
-    ),
+    typer.Option("--max-revisions", help="Gap-filling rounds [research.max_revisions]."),
 ]
 MaxLLMCallsOpt = Annotated[
     int | None,
     typer.Option(
         "--max-llm-calls",
-        min=5,
         help="The run's LLM-call budget [research.max_llm_calls; unset: "
         "research.budget_factor x query.max_llm_calls].",
     ),
 ]
 ConcurrencyOpt = Annotated[
     int | None,
-    typer.Option(
-        "--concurrency", min=1, help="Researchers running at once [research.max_concurrency]."
-    ),
+    typer.Option("--concurrency", help="Researchers running at once [research.max_concurrency]."),
 ]
 FiguresOpt = Annotated[
     bool,
@@ -116,21 +109,22 @@ def research_command(
                 "the request is empty",
                 'say what to research: deepsearcher research "our exposure to the battery supplier"',
             )
-        # Flags go into the settings (config.yaml < env < flags); the request takes its
-        # limits from there.
-        settings = make_settings(
-            config,
-            {
-                "research.max_sections": ("--max-sections", max_sections),
-                "research.max_revisions": ("--max-revisions", max_revisions),
-                "research.max_llm_calls": ("--max-llm-calls", max_llm_calls),
-                "research.max_concurrency": ("--concurrency", concurrency),
-                "research.clarify": ("--clarify", clarify),
-            },
+        # The flags travel in the request, which checks each against the research.* setting
+        # it overrides (the ranges are declared there, once).
+        settings = make_settings(config)
+        req = ResearchRequest(
+            request,
+            collections=collection or None,
+            max_sections=max_sections,
+            max_revisions=max_revisions,
+            max_llm_calls=max_llm_calls,
+            max_concurrency=concurrency,
+            figures=figures,
+            web=web,
         )
-        req = ResearchRequest(request, collections=collection or None, figures=figures)
+        ask = settings.research.clarify if clarify is None else clarify
         err = err_console()
-        report = _run(settings, req, web, err, verbose > 0)
+        report = _run(settings, req, ask, err, verbose > 0)
         text = (
             json.dumps(report.to_dict(), ensure_ascii=False, indent=2)
             if as_json
@@ -145,7 +139,7 @@ def research_command(
 
 
 def _run(
-    settings: Settings, req: ResearchRequest, web: bool | None, err: Console, verbose: bool
+    settings: Settings, req: ResearchRequest, ask: bool, err: Console, verbose: bool
 ) -> Report:
     """The report, with each stage printed on ``err`` under a spinner, and the brief's
     clarifying question asked at the terminal when there is one."""
@@ -168,9 +162,9 @@ def _run(
                 status.start()
             return reply.strip() or None
 
-        if settings.research.clarify and sys.stdin.isatty():
+        if ask and sys.stdin.isatty():
             req = replace(req, clarify=ask_user)
-        return asyncio.run(ds.aresearch(req, web=web, on_event=show))
+        return asyncio.run(ds.aresearch(req, on_event=show))
 
 
 def _stage_line(event: ResearchEvent, verbose: bool) -> str | None:

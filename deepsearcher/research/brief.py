@@ -66,16 +66,3 @@ async def _ask_brief(state: RunState, text: str, request: str) -> ResearchBrief:
         messages_for(prompts.BRIEF.format(request=escape_document(text))),
         partial(parse_brief, request=request),
     )
-
-
-def brief_text(brief: ResearchBrief) -> str:
-    """The brief as the later stages' prompts show it (escaped)."""
-    lines = [f"Goal: {brief.goal}"]
-    if brief.scope:
-        lines.append(f"Scope: {brief.scope}")
-    if brief.audience:
-        lines.append(f"Audience: {brief.audience}")
-    lines += [f"Must answer: {q}" for q in brief.must_answer]
-    lines += [f"Constraint: {c}" for c in brief.constraints]
-    lines += [f"Assumption: {a}" for a in brief.assumptions]
-    return escape_document("\n".join(lines))

@@ -6,7 +6,6 @@ call leaves the structural stand-in: most of a question's terms appear in the dr
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.prompting import ask, escape_document, messages_for
@@ -17,8 +16,9 @@ from deepsearcher.research.contradictions import (
     merge_contradictions,
     parse_contradictions,
 )
-from deepsearcher.research.models import Quality, ResearchBrief
+from deepsearcher.research.models import Draft, Quality, ResearchBrief
 from deepsearcher.research.parsing import parse_check
+from deepsearcher.research.render import findings_text
 from deepsearcher.research.state import RunDeps, RunState, note
 from deepsearcher.research.text import (
     EVIDENCE_REF,
@@ -28,15 +28,14 @@ from deepsearcher.research.text import (
     sentences,
     terms_share,
 )
-from deepsearcher.research.write import draft_sections, findings_text
 
 
-def check_structure(state: RunState, draft: dict[str, Any]) -> Quality:
+def check_structure(state: RunState, draft: Draft) -> Quality:
     """The cheap checks: sentences without a citation, citations whose passages do not
     contain the sentence's key terms, and figures or dates the sources disagree on."""
     quality = Quality()
     quality.contradictions = find_contradictions(state.findings, list(state.evidence.values()))
-    for section in draft_sections(draft):
+    for section in draft.sections:
         for sentence in sentences(section.text):
             ids = cited_ids(sentence)
             claim = claim_of(sentence, EVIDENCE_REF)
@@ -51,14 +50,12 @@ def check_structure(state: RunState, draft: dict[str, Any]) -> Quality:
     return quality
 
 
-async def check(
-    state: RunState, deps: RunDeps, draft: dict[str, Any], brief: ResearchBrief
-) -> Quality:
+async def check(state: RunState, deps: RunDeps, draft: Draft, brief: ResearchBrief) -> Quality:
     """The structural checks and the model's: coverage of the brief's questions, gaps, and
     contradictions; ``passed`` when no question is missing and every sentence is cited."""
     quality = check_structure(state, draft)
     questions = brief.must_answer
-    text = " ".join(s.text for s in draft_sections(draft)) + " " + str(draft.get("summary"))
+    text = draft.text()
     covered: list[bool] | None = None
     if state.findings:
         try:

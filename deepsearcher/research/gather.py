@@ -1,7 +1,8 @@
 """Stage 3, the research: one researcher per section, concurrently (at most
-``max_concurrency``), each with its share of the run's one budget; their results merged in
-plan order, so evidence ids (E1, E2...) do not depend on timing. A researcher that fails
-leaves its section named as missing; the others go on."""
+``max_concurrency``), each with its share of the run's one budget. Returns what they handed
+back in plan order (``Gathered``), so evidence ids (E1, E2...) do not depend on timing once
+``RunState.merge`` numbers them. A researcher that fails leaves its section named as missing;
+the others go on."""
 
 from __future__ import annotations
 
@@ -12,10 +13,9 @@ from collections.abc import Sequence
 from deepsearcher.errors import DeepSearcherError
 from deepsearcher.research.budget import MIN_RESEARCHER_CALLS, WRITE_RESERVE_CALLS
 from deepsearcher.research.events import ResearcherFinishedEvent, ResearcherStartedEvent
-from deepsearcher.research.models import Evidence, Finding, Hypothesis, SectionResult, Subtask
+from deepsearcher.research.models import Gathered, SectionResult, Subtask
 from deepsearcher.research.researcher import ResearcherDeps, research_section
 from deepsearcher.research.state import RunDeps, RunState
-from deepsearcher.research.text import norm
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,8 @@ def shares(state: RunState, deps: RunDeps, subtasks: Sequence[Subtask]) -> list[
     return [min(cap, max(0, left) * s.complexity // total) for s in subtasks]
 
 
-async def research_sections(state: RunState, deps: RunDeps, subtasks: Sequence[Subtask]) -> None:
+async def gather(state: RunState, deps: RunDeps, subtasks: Sequence[Subtask]) -> Gathered:
+    """Each subtask researched; the results in the order of ``subtasks``."""
     gate = asyncio.Semaphore(state.limits.max_concurrency)
 
     async def one(subtask: Subtask, budget: int) -> SectionResult:
@@ -54,18 +55,13 @@ async def research_sections(state: RunState, deps: RunDeps, subtasks: Sequence[S
 
     budgets = shares(state, deps, subtasks)
     results = await asyncio.gather(*(one(s, b) for s, b in zip(subtasks, budgets, strict=True)))
-    for result in results:  # merged in plan order: evidence ids do not depend on timing
-        merge(state, result)
+    return Gathered(list(results))
 
 
 async def _researcher(
     state: RunState, deps: RunDeps, subtask: Subtask, budget: int
 ) -> SectionResult:
     deps.emit(ResearcherStartedEvent(section=subtask.title, budget=budget))
-    state.researchers_in_flight += 1
-    state.max_researchers_in_flight = max(
-        state.max_researchers_in_flight, state.researchers_in_flight
-    )
     shared = ResearcherDeps(deps, state.ctx, state.limits, state.gate)
     try:
         return await research_section(shared, subtask, budget)
@@ -76,32 +72,3 @@ async def _researcher(
             logger.exception("researcher for %r failed", subtask.title)
         message = exc.message if isinstance(exc, DeepSearcherError) else repr(exc)
         return SectionResult(subtask, budget=budget, error=f"researcher failed: {message}")
-    finally:
-        state.researchers_in_flight -= 1
-
-
-def merge(state: RunState, result: SectionResult) -> None:
-    """Global evidence ids (E1...) for the result's passages, its findings de-duplicated
-    against every earlier researcher's."""
-    state.results.append(result)
-    local: dict[str, str] = {}
-    for ev in result.evidence:
-        if ev.id not in state.evidence:
-            ev_global = Evidence(**{**ev.__dict__, "id": f"E{len(state.evidence) + 1}"})
-            state.evidence[ev.id] = ev_global
-        local[ev.id] = state.evidence[ev.id].id
-    seen = {norm(f.claim): f for f in state.findings}
-    for finding in result.findings:
-        ids = [local[k] for k in finding.evidence if k in local]
-        if (same := seen.get(norm(finding.claim))) is not None:
-            same.evidence += [i for i in ids if i not in same.evidence]
-            continue
-        merged = Finding(finding.claim, ids, finding.section, finding.expression)
-        state.findings.append(merged)
-        seen[norm(merged.claim)] = merged
-    known = {norm(h.statement) for h in state.hypotheses}
-    for h in result.hypotheses:
-        if norm(h.statement) not in known:
-            known.add(norm(h.statement))
-            ids = [local[k] for k in h.evidence if k in local]
-            state.hypotheses.append(Hypothesis(h.statement, h.status if ids else "open", ids))

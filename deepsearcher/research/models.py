@@ -43,6 +43,7 @@ class ResearchRequest:
     timeout_s: float | None = None
     budget_name: str | None = None  # names the time limit in a cut-short report
     figures: bool = False  # researchers get the calculator for figures in their evidence
+    web: bool | None = None  # researchers may search the web too (None: web_search.enabled)
     max_tool_steps: int | None = None  # replies of each researcher's tool loop (0: none)
     max_hypotheses: int | None = None  # hypotheses each researcher tests for and against
     # Asks the user the brief's clarifying question (an interactive CLI); returns the reply,
@@ -148,6 +149,31 @@ class SectionResult:
 class ReportSection:
     title: str
     text: str  # with [n] citations into Report.sources
+
+
+@dataclass
+class Gathered:
+    """What the researchers of one round handed back, in plan order (their evidence keyed
+    by passage; ``RunState.merge`` gives it the run's E ids)."""
+
+    results: list[SectionResult] = field(default_factory=list)
+
+
+@dataclass
+class Draft:
+    """The report as written, its citations still evidence ids ([E1]); ``conflicts_told``
+    is how many of the run's contradictions the writer was told of."""
+
+    title: str
+    summary: str = ""
+    sections: list[ReportSection] = field(default_factory=list)
+    open_questions: list[str] = field(default_factory=list)
+    hypotheses: list[Hypothesis] = field(default_factory=list)
+    conflicts_told: int = 0
+
+    def text(self) -> str:
+        """The summary and every section's text, as the checks read it."""
+        return " ".join([*(s.text for s in self.sections), self.summary])
 
 
 @dataclass

@@ -11,7 +11,9 @@ from typing import Any
 from deepsearcher.prompting import OutputParseError, find_json, json_object
 from deepsearcher.research.models import (
     HYPOTHESIS_STATUSES,
+    Draft,
     Hypothesis,
+    ReportSection,
     ResearchBrief,
     Subtask,
 )
@@ -169,7 +171,7 @@ def parse_check(text: str, *, questions: int) -> CheckReply:
     )
 
 
-def parse_draft(text: str) -> dict[str, Any]:
+def parse_draft(text: str) -> Draft:
     """The writer's draft (citations still evidence ids). A draft whose sections all hold the
     prompt's placeholders is refused (asked again); copied open questions and hypotheses are
     dropped."""
@@ -178,9 +180,17 @@ def parse_draft(text: str) -> dict[str, Any]:
     texts = [_text(s.get("text")) for s in sections]
     if any(texts) and all(not t or copied(t) for t in texts):
         raise _reject_copy("the draft")
-    for key in ("title", "summary"):
-        if isinstance(data.get(key), str) and copied(data[key]):
-            data[key] = ""
-    data["sections"] = [s for s, t in zip(sections, texts, strict=True) if t and not copied(t)]
-    data["open_questions"] = _own(_texts(data.get("open_questions")))
-    return data
+    title, summary = (
+        "" if copied(v := _text(data.get(key))) else v for key in ("title", "summary")
+    )
+    return Draft(
+        title=title,
+        summary=str(data["summary"]).strip() if summary else "",
+        sections=[
+            ReportSection(_text(s.get("title")) or "Findings", str(s["text"]).strip())
+            for s, t in zip(sections, texts, strict=True)
+            if t and not copied(t)
+        ],
+        open_questions=_own(_texts(data.get("open_questions"))),
+        hypotheses=parse_hypotheses(data.get("hypotheses")),
+    )

@@ -8,10 +8,10 @@ from functools import partial
 from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.prompting import ask, messages_for
 from deepsearcher.research import prompts
-from deepsearcher.research.brief import brief_text
 from deepsearcher.research.events import PlanEvent
 from deepsearcher.research.models import Plan, ResearchBrief, Subtask
 from deepsearcher.research.parsing import parse_plan
+from deepsearcher.research.render import brief_text
 from deepsearcher.research.state import RunDeps, RunState, note, spent
 
 
@@ -29,6 +29,5 @@ async def make_plan(state: RunState, deps: RunDeps, brief: ResearchBrief) -> Pla
         message = f"plan failed ({exc.message}); researching one section"
         note(state, deps, message)
         plan = Plan([Subtask(brief.goal, deps.request.request, 2)], note=message)
-    state.report.plan = plan
     deps.emit(PlanEvent(plan=plan))
     return plan

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
 
 from deepsearcher.research.events import HypothesisEvent
 from deepsearcher.research.models import (
+    Draft,
     Evidence,
     Hypothesis,
     Plan,
@@ -19,10 +19,8 @@ from deepsearcher.research.models import (
     ResearchBrief,
     Source,
 )
-from deepsearcher.research.parsing import parse_hypotheses
 from deepsearcher.research.state import RunDeps, RunState, note
 from deepsearcher.research.text import EVIDENCE_ID, EVIDENCE_REF, norm
-from deepsearcher.research.write import draft_sections
 from deepsearcher.types import Usage
 
 
@@ -53,23 +51,23 @@ class _Numbering:
 def finish(
     state: RunState,
     deps: RunDeps,
-    draft: dict[str, Any],
+    draft: Draft,
     quality: Quality,
     rounds: int,
     brief: ResearchBrief,
     plan: Plan,
     started: float,
 ) -> Report:
-    r = state.report
+    r = Report(request=deps.request.request)
     sources = _Numbering({e.id: e for e in state.evidence.values()})
-    r.title = str(draft.get("title") or brief.goal)
-    r.summary = sources.cite(str(draft.get("summary") or ""))
-    r.sections = [ReportSection(s.title, sources.cite(s.text)) for s in draft_sections(draft)]
+    r.title = draft.title or brief.goal
+    r.summary = sources.cite(draft.summary)
+    r.sections = [ReportSection(s.title, sources.cite(s.text)) for s in draft.sections]
     r.open_questions = [
-        *(_texts_of(draft.get("open_questions"))),
+        *draft.open_questions,
         *(f"not answered by the documents found: {q}" for q in quality.missing_questions),
     ]
-    _hypotheses_of_draft(state, deps, draft, sources)
+    _hypotheses_of_draft(state, deps, r, draft, sources)
     for c in quality.contradictions:  # both sides of a conflict are listed as sources
         for eid in (*c.evidence_a, *c.evidence_b):
             if eid in sources.by_id:
@@ -87,7 +85,8 @@ def finish(
     r.brief, r.plan, r.quality, r.revisions = brief, plan, quality, rounds
     r.evidence = list(state.evidence.values())
     r.findings = list(state.findings)
-    _missing_and_degraded(state, plan)
+    _missing_and_degraded(state, r, plan)
+    _add_hypotheses(state, r)
     r.cut_short = state.ctx.cut_short
     r.usage = Usage(**state.ctx.usage.to_dict())
     r.notes = list(state.ctx.notes)
@@ -96,10 +95,9 @@ def finish(
 
 
 def _hypotheses_of_draft(
-    state: RunState, deps: RunDeps, draft: dict[str, Any], sources: _Numbering
+    state: RunState, deps: RunDeps, r: Report, draft: Draft, sources: _Numbering
 ) -> None:
-    r = state.report
-    for h in parse_hypotheses(draft.get("hypotheses")):
+    for h in draft.hypotheses:
         known = [e for e in h.evidence if e in sources.by_id]
         if h.status != "open" and not known:
             note(state, deps, f"hypothesis marked {h.status} without evidence; kept as open")
@@ -110,8 +108,8 @@ def _hypotheses_of_draft(
         deps.emit(HypothesisEvent(hypothesis=r.hypotheses[-1]))
 
 
-def _missing_and_degraded(state: RunState, plan: Plan) -> None:
-    r, results = state.report, state.results
+def _missing_and_degraded(state: RunState, r: Report, plan: Plan) -> None:
+    results = state.results
     r.missing = [f"section '{res.subtask.title}': {res.error}" for res in results if res.error]
     # A planned section that ran but found nothing it could cite is missing too, whatever
     # the check said about coverage (a weak model's check calls every question covered).
@@ -125,10 +123,9 @@ def _missing_and_degraded(state: RunState, plan: Plan) -> None:
     ]
 
 
-def add_hypotheses(state: RunState) -> None:
+def _add_hypotheses(state: RunState, r: Report) -> None:
     """The researchers' tested hypotheses in the report, also those the draft left out,
     their evidence among the sources (numbered after the draft's citations)."""
-    r = state.report
     listed = {norm(h.statement) for h in r.hypotheses}
     by_id = {e.id: e for e in state.evidence.values()}
     numbered = {s.evidence_id for s in r.sources}
@@ -141,9 +138,3 @@ def add_hypotheses(state: RunState) -> None:
                 continue
             numbered.add(eid)
             r.sources.append(Source(len(r.sources) + 1, by_id[eid]))
-
-
-def _texts_of(value: Any) -> list[str]:
-    if not isinstance(value, list):
-        return []
-    return [" ".join(v.split()) for v in value if isinstance(v, str) and v.strip()]

@@ -1,24 +1,28 @@
 """A research run: brief -> plan -> researchers (concurrent, one shared budget) -> draft ->
 quality check -> gap-filling rounds and revision -> ``Report``.
 
-Each stage is a module with one function of the run's state and its dependencies
-(``state.RunState``, ``state.RunDeps``): ``brief``, ``plan``, ``gather`` (the researchers),
-``write``, ``check`` and ``report``. Every stage is one parsed LLM call through
-``prompting.ask`` and degrades visibly: a failed brief uses the request as its goal, an
-unusable plan becomes a one-section plan, a researcher that fails leaves its section named as
-missing, a spent budget writes the report from what was found and marks it cut short, a failed
-draft lists the findings as the researchers returned them. Each researcher
-(``researcher.Researcher``) runs the deep-search loop on its subtask, then a bounded tool loop
-and its hypotheses, and hands back findings (claim + evidence ids)."""
+The stages stand in one row under this module and import nothing from each other: ``brief``,
+``plan``, ``gather`` (the researchers, ``research.researcher``), ``write``, ``check`` and
+``report``, each a function of the run's state and its dependencies (``state.RunState``,
+``state.RunDeps``) returning a typed value (``ResearchBrief``, ``Plan``, ``Gathered``,
+``Draft``, ``Quality``, ``Report``); what the run keeps of them is set here. Every stage
+degrades visibly: a failed brief uses the request as its goal, an unusable plan becomes a
+one-section plan, a researcher that fails leaves its section named as missing, a spent budget
+writes the report from what was found and marks it cut short, a failed draft lists the
+findings as the researchers returned them.
+
+``stream_research`` is the run: it yields the stage events as they happen (researchers run
+concurrently and emit into its one queue); the last is a ``ResearchDoneEvent`` carrying the
+``Report``. Whoever wants only the report collects the stream (``DeepSearcher.aresearch``)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 from deepsearcher.config import Settings
-from deepsearcher.errors import BudgetExceeded, LLMError
+from deepsearcher.errors import BudgetExceeded
 from deepsearcher.llm import ChatModel
 from deepsearcher.research.brief import make_brief
 from deepsearcher.research.budget import MIN_RESEARCHER_CALLS, WRITE_RESERVE_CALLS
@@ -29,12 +33,11 @@ from deepsearcher.research.events import (
     ResearchEvent,
     RevisionEvent,
 )
-from deepsearcher.research.gather import research_sections
+from deepsearcher.research.gather import gather
 from deepsearcher.research.models import Report, ResearchRequest, Subtask
 from deepsearcher.research.plan import make_plan
-from deepsearcher.research.report import add_hypotheses, finish
+from deepsearcher.research.report import finish
 from deepsearcher.research.state import (
-    Components,
     Limits,
     RunDeps,
     RunState,
@@ -47,15 +50,7 @@ from deepsearcher.research.write import write_draft
 from deepsearcher.retrieval import Retriever
 from deepsearcher.tools.web import WebSearchTool
 
-__all__ = [
-    "Components",
-    "Limits",
-    "budget_for",
-    "execute",
-    "limits_for",
-    "run_research",
-    "stream_research",
-]
+__all__ = ["Limits", "budget_for", "execute", "limits_for", "stream_research"]
 
 
 async def execute(state: RunState, deps: RunDeps) -> Report:
@@ -64,7 +59,7 @@ async def execute(state: RunState, deps: RunDeps) -> Report:
     started = time.perf_counter()
     brief = await make_brief(state, deps)
     plan = await make_plan(state, deps, brief)
-    await research_sections(state, deps, plan.sections)
+    state.merge(await gather(state, deps, plan.sections))
     draft = await write_draft(state, deps, brief)
     quality = await check(state, deps, draft, brief)
     deps.emit(QualityEvent(quality=quality, round=0))
@@ -83,8 +78,8 @@ async def execute(state: RunState, deps: RunDeps) -> Report:
         deps.emit(RevisionEvent(round=rounds, gaps=list(gaps)))
         before = len(state.findings)
         gap_tasks = [Subtask(f"Gap: {g}", g) for g in gaps[: state.limits.max_sections]]
-        await research_sections(state, deps, gap_tasks)
-        untold = len(state.contradictions) > state.conflicts_in_draft
+        state.merge(await gather(state, deps, gap_tasks))
+        untold = len(state.contradictions) > draft.conflicts_told
         if len(state.findings) == before and not untold:
             note(state, deps, "gap research found nothing new; keeping the draft")
             break
@@ -92,12 +87,8 @@ async def execute(state: RunState, deps: RunDeps) -> Report:
         quality = await check(state, deps, draft, brief)
         deps.emit(QualityEvent(quality=quality, round=rounds))
     report = finish(state, deps, draft, quality, rounds, brief, plan, started)
-    add_hypotheses(state)
     deps.emit(ResearchDoneEvent(report=report))
     return report
-
-
-# -- entry points --------------------------------------------------------------------------
 
 
 async def stream_research(
@@ -108,8 +99,9 @@ async def stream_research(
     *,
     web: WebSearchTool | None = None,
 ) -> AsyncIterator[ResearchEvent]:
-    """Yield the run's events as they happen (researchers run concurrently); the last is a
-    ``ResearchDoneEvent`` carrying the ``Report``."""
+    """Yield the run's events as they happen; the last is a ``ResearchDoneEvent`` carrying
+    the ``Report``. The run's one pump: the stages and the concurrent researchers emit into
+    a queue that this generator reads, and closing the generator cancels the run."""
     queue: asyncio.Queue[ResearchEvent | BaseException] = asyncio.Queue()
     deps = RunDeps(settings, llm, retriever, request, queue.put_nowait, web)
 
@@ -132,30 +124,3 @@ async def stream_research(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-
-
-async def run_research(
-    searcher: Components,
-    request: ResearchRequest | str,
-    *,
-    on_event: Callable[[ResearchEvent], None] | None = None,
-    web: WebSearchTool | None = None,
-) -> Report:
-    """A research ``Report`` from a ``DeepSearcher`` (or anything with its ``settings``,
-    ``llm`` and ``retriever``)."""
-    req = ResearchRequest(request) if isinstance(request, str) else request
-    llm = searcher.llm
-    if llm is None:
-        raise LLMError(
-            "research needs an LLM: none is configured",
-            "set llm.base_url and llm.model in config.yaml",
-        )
-    retriever = await asyncio.to_thread(lambda: searcher.retriever)
-    report: Report | None = None
-    async for event in stream_research(searcher.settings, llm, retriever, req, web=web):
-        if on_event is not None:
-            on_event(event)
-        if event.type == "done":
-            report = event.report
-    assert report is not None
-    return report

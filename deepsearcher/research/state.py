@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded
@@ -16,26 +15,15 @@ from deepsearcher.research.models import (
     Contradiction,
     Evidence,
     Finding,
+    Gathered,
     Hypothesis,
-    Report,
     ResearchRequest,
     SectionResult,
 )
+from deepsearcher.research.text import norm
 from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
 from deepsearcher.tools.web import WebSearchTool
-
-
-class Components(Protocol):
-    """What a run needs from the ``DeepSearcher`` facade (duck-typed: research sits below it)."""
-
-    settings: Settings
-
-    @property
-    def llm(self) -> ChatModel | None: ...
-
-    @property
-    def retriever(self) -> Retriever: ...
 
 
 @dataclass(frozen=True)
@@ -91,29 +79,55 @@ class RunDeps:
 @dataclass
 class RunState:
     """What the stages build up: the budget, the evidence (passage key -> E-numbered
-    evidence), the merged findings and hypotheses, and the report being written."""
+    evidence), the merged findings and hypotheses, each researcher's result, and what the
+    revision rounds have been told and have researched."""
 
     ctx: RunContext
     limits: Limits
-    report: Report
     evidence: dict[str, Evidence] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
     hypotheses: list[Hypothesis] = field(default_factory=list)  # the researchers', merged
     results: list[SectionResult] = field(default_factory=list)
-    researchers_in_flight: int = 0
-    max_researchers_in_flight: int = 0
     contradictions: list[Contradiction] = field(default_factory=list)  # told to the writer
     researched_conflicts: set[frozenset[str]] = field(default_factory=set)
-    conflicts_in_draft: int = 0
     gate: CallGate = field(default_factory=CallGate)  # the researchers' calls, for one alone
 
     @classmethod
     def start(cls, deps: RunDeps) -> RunState:
         ctx = budget_for(deps.settings, deps.request)
         ctx.llm = deps.llm
-        return cls(
-            ctx, limits_for(deps.settings, deps.request), Report(request=deps.request.request)
-        )
+        return cls(ctx, limits_for(deps.settings, deps.request))
+
+    def merge(self, gathered: Gathered) -> None:
+        """The researchers' results into the run: global evidence ids (E1...) for their
+        passages, in plan order, and their findings and hypotheses de-duplicated against
+        every earlier researcher's."""
+        for result in gathered.results:
+            self._merge_one(result)
+
+    def _merge_one(self, result: SectionResult) -> None:
+        self.results.append(result)
+        local: dict[str, str] = {}
+        for ev in result.evidence:
+            if ev.id not in self.evidence:
+                ev_global = Evidence(**{**ev.__dict__, "id": f"E{len(self.evidence) + 1}"})
+                self.evidence[ev.id] = ev_global
+            local[ev.id] = self.evidence[ev.id].id
+        seen = {norm(f.claim): f for f in self.findings}
+        for finding in result.findings:
+            ids = [local[k] for k in finding.evidence if k in local]
+            if (same := seen.get(norm(finding.claim))) is not None:
+                same.evidence += [i for i in ids if i not in same.evidence]
+                continue
+            merged = Finding(finding.claim, ids, finding.section, finding.expression)
+            self.findings.append(merged)
+            seen[norm(merged.claim)] = merged
+        known = {norm(h.statement) for h in self.hypotheses}
+        for h in result.hypotheses:
+            if norm(h.statement) not in known:
+                known.add(norm(h.statement))
+                ids = [local[k] for k in h.evidence if k in local]
+                self.hypotheses.append(Hypothesis(h.statement, h.status if ids else "open", ids))
 
 
 def note(state: RunState, deps: RunDeps, message: str) -> None:

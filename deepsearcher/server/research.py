@@ -140,7 +140,7 @@ async def research_chat(svc: SearchService, request: Request, req: ChatRequest) 
     if req.stream:
         return await _stream(svc, req, rreq)
     try:
-        report = await svc.unless_gone(request.scope, svc.report(rreq, None), "research")
+        report = await svc.unless_gone(request.scope, svc.report(rreq), "research")
     except NeedsClarification as q:
         return JSONResponse(
             completion_body(req.model, CLARIFY_PREFIX + q.question, Usage(), {"deepsearcher": {}})
@@ -223,9 +223,10 @@ def research_routes(svc: SearchService) -> APIRouter:
             max_revisions=body.max_revisions,
             max_llm_calls=body.max_llm_calls,
             figures=body.figures,
+            web=body.web,
         )
         try:
-            report = await svc.unless_gone(request.scope, svc.report(rreq, body.web), "research")
+            report = await svc.unless_gone(request.scope, svc.report(rreq), "research")
         except NeedsClarification as q:
             return JSONResponse(
                 {

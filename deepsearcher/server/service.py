@@ -383,9 +383,9 @@ class SearchService:
             **given,  # type: ignore[arg-type]  # the routes pass ResearchRequest's own fields
         )
 
-    async def report(self, req: ResearchRequest, web: bool | None) -> Report:
+    async def report(self, req: ResearchRequest) -> Report:
         """The report as the client may see it, after waiting in the queue."""
-        report = await self.queued(self.searcher.aresearch(req, web=web))
+        report = await self.queued(self.searcher.aresearch(req))
         return await self.public_report(report)
 
     async def research_stream(self, req: ResearchRequest) -> Run[ResearchEvent]:

@@ -1,6 +1,6 @@
 """One researcher's working state: the run's shared pieces (``ResearcherDeps``), its share of
 the budget, and the evidence it may cite by short id (E1, E2... in its prompts; passage keys
-underneath, which ``gather.merge`` maps to the run's ids)."""
+underneath, which ``RunState.merge`` maps to the run's ids)."""
 
 from __future__ import annotations
 
@@ -14,16 +14,16 @@ from deepsearcher.llm import ChatModel, Completion, Message, ToolSchema
 from deepsearcher.prompting import document_block, escape_attribute, escape_document
 from deepsearcher.research.budget import WRITE_RESERVE_CALLS, CallGate, SharedBudgetModel
 from deepsearcher.research.events import ResearchNoteEvent
-from deepsearcher.research.evidence import evidence_of
 from deepsearcher.research.models import (
     Evidence,
     Finding,
     Hypothesis,
     Subtask,
 )
+from deepsearcher.research.researcher.evidence import evidence_of
+from deepsearcher.research.researcher.registry import ToolArgumentError
 from deepsearcher.research.state import Limits, RunDeps
 from deepsearcher.research.text import EVIDENCE_ID
-from deepsearcher.research.tools import ToolArgumentError
 from deepsearcher.run_context import RunContext
 from deepsearcher.types import Hit
 

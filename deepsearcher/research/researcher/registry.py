@@ -1,4 +1,4 @@
-"""A small tool registry for researchers. Tool calls come natively (``Completion.tool_calls``,
+"""The registry of a researcher's tools. Tool calls come natively (``Completion.tool_calls``,
 from the OpenAI ``tools`` schemas of ``ToolRegistry.schemas``) or parsed from plain JSON
 replies (small local models lack native tool calling): ``{"tool": "calculator", "args":
 {...}}``. An unknown tool or bad arguments come back as an error result for the model to read,
@@ -16,7 +16,6 @@ import pydantic
 from deepsearcher.errors import DeepSearcherError
 from deepsearcher.llm import ToolCall, ToolSchema
 from deepsearcher.prompting import OutputParseError, clean_output, parse_model
-from deepsearcher.research.calculator import CalculatorError, calculate
 
 ToolFunction = Callable[[Mapping[str, Any]], Awaitable[str]]
 
@@ -117,18 +116,6 @@ def render_tool_call(call: ToolCall) -> str:
     assistant's turn, so native and JSON calls leave the same history (and servers without
     tool support accept it)."""
     return json.dumps({"tool": call.name, "args": call.args}, ensure_ascii=False)
-
-
-def evaluate(expression: str) -> float:
-    """``calculate``, its refusals as a ``ToolArgumentError`` for the model."""
-    try:
-        return calculate(expression)
-    except CalculatorError as exc:
-        raise ToolArgumentError(exc.message) from None
-
-
-def format_number(value: float) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 async def _think(args: Mapping[str, Any]) -> str:

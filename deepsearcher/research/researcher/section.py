@@ -3,9 +3,9 @@ tools, then its hypotheses tested for and against.
 
 1. The existing ``DeepSearchAgent`` loop answers the subtask; each cited sentence becomes a
    finding (no extra call).
-2. At most ``research.max_tool_steps`` replies of a tool loop (``toolbox``). The model sees
+2. At most ``research.max_tool_steps`` replies of a tool loop (``tool_loop``). The model sees
    short evidence ids (E1, E2...); the ``SectionResult`` carries passage keys that
-   ``gather.merge`` maps to the run's ids.
+   ``RunState.merge`` maps to the run's ids.
 3. Up to ``research.max_hypotheses`` hypotheses (``hypotheses``): two searches each and one
    verdict call.
 
@@ -23,15 +23,15 @@ from deepsearcher.research.budget import (
     WRITE_RESERVE_CALLS,
     SharedBudgetModel,
 )
-from deepsearcher.research.evidence import answer_as_finding, findings_from_answer
-from deepsearcher.research.hypotheses import parse_verdict, test_hypothesis
 from deepsearcher.research.models import SectionResult, Subtask
-from deepsearcher.research.toolbox import use_tools
-from deepsearcher.research.workspace import ResearcherDeps, Workspace
+from deepsearcher.research.researcher.evidence import answer_as_finding, findings_from_answer
+from deepsearcher.research.researcher.hypotheses import test_hypothesis
+from deepsearcher.research.researcher.tool_loop import use_tools
+from deepsearcher.research.researcher.workspace import ResearcherDeps, Workspace
 from deepsearcher.run_context import RunContext
 from deepsearcher.types import Answer, Hit, Source
 
-__all__ = ["ResearcherDeps", "parse_verdict", "research_section"]
+__all__ = ["ResearcherDeps", "research_section"]
 
 
 async def research_section(deps: ResearcherDeps, subtask: Subtask, budget: int) -> SectionResult:

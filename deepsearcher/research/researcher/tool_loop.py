@@ -19,23 +19,22 @@ from deepsearcher.llm import Message
 from deepsearcher.prompting import escape_document, messages_for
 from deepsearcher.research import prompts
 from deepsearcher.research.events import ToolCallEvent
-from deepsearcher.research.evidence import passage_evidence
 from deepsearcher.research.models import Finding
 from deepsearcher.research.parsing import copied
-from deepsearcher.research.tools import (
+from deepsearcher.research.researcher.calculator import CalculatorError, calculate
+from deepsearcher.research.researcher.evidence import passage_evidence
+from deepsearcher.research.researcher.registry import (
     STRING,
     STRINGS,
     THINK,
     Tool,
     ToolArgumentError,
     ToolRegistry,
-    evaluate,
-    format_number,
     parse_tool_call,
     render_tool_call,
 )
-from deepsearcher.research.tools import object_schema as _args
-from deepsearcher.research.workspace import Workspace
+from deepsearcher.research.researcher.registry import object_schema as _args
+from deepsearcher.research.researcher.workspace import Workspace
 from deepsearcher.tools.fetch import FetchRefused, extract_main_text, trafilatura_available
 from deepsearcher.tools.web import MAX_PAGE_CHARS, normalize_url
 
@@ -250,6 +249,18 @@ async def _findings(ws: Workspace, args: Mapping[str, Any]) -> str:
     ws.proposed = proposed
     ws.finished = True
     return f"{len(new)} finding(s), {len(proposed)} hypothesis(es) recorded"
+
+
+def evaluate(expression: str) -> float:
+    """``calculate``, its refusals as a ``ToolArgumentError`` for the model."""
+    try:
+        return calculate(expression)
+    except CalculatorError as exc:
+        raise ToolArgumentError(exc.message) from None
+
+
+def format_number(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _text_arg(args: Mapping[str, Any], name: str, tool: str) -> str:

@@ -17,8 +17,8 @@ from deepsearcher.prompting import (
 from deepsearcher.research import prompts
 from deepsearcher.research.events import HypothesisEvent
 from deepsearcher.research.models import Hypothesis, HypothesisStatus
+from deepsearcher.research.researcher.workspace import Workspace
 from deepsearcher.research.text import EVIDENCE_ID
-from deepsearcher.research.workspace import Workspace
 
 HYPOTHESIS_TOP_K = 3  # passages per side of a hypothesis
 _STATUS = re.compile(r"\b(supported|refuted|open)\b", re.IGNORECASE)
