@@ -301,13 +301,10 @@ def default_reply(req: Request, answer_style: str = "") -> str:
     return "OK"
 
 
-_FINDING_LINE = re.compile(r"^- (.*?) ((?:\[E\d+\])+)$", re.MULTILINE)
-
-
 def research_reply(task: str, text: str) -> str:
     """Research stages (``deepsearcher.research.prompts``): a brief whose must-answer questions
-    are the request's parts split on " and ", one plan section per question, a draft that
-    restates each finding with its evidence ids, a check that finds every question covered."""
+    are the request's parts split on " and ", one plan section per question (the draft and
+    the check are code, the researchers the deep search's tasks)."""
     if task == "research-brief":
         request = _line_value(text, "Request").split("\n(Asked:")[0]
         parts = [p.strip(" ?.,") for p in re.split(r"\s+and\s+|;\s*", request) if p.strip(" ?.,")]
@@ -328,38 +325,7 @@ def research_reply(task: str, text: str) -> str:
             for q in questions
         ]
         return json.dumps(sections[: int(limit.group(1))] if limit else sections)
-    if task == "research-write":
-        sections: dict[str, list[str]] = {}
-        heading = "Findings"
-        for line in text.split("Findings by section:", 1)[-1].split("Evidence:", 1)[0].splitlines():
-            if line.startswith("## "):
-                heading = line[3:].strip()
-            elif m := _FINDING_LINE.match(line):
-                sections.setdefault(heading, []).append(f"{m.group(1)} {m.group(2)}")
-        findings = [f for fs in sections.values() for f in fs]
-        first_ids = re.findall(r"E\d+", findings[0]) if findings else []
-        return json.dumps(
-            {
-                "title": _line_value(text, "Goal") or "Report",
-                "summary": findings[0] if findings else "",
-                "sections": [{"title": t, "text": " ".join(fs)} for t, fs in sections.items()],
-                "open_questions": [],
-                "hypotheses": [
-                    {
-                        "statement": "The documents answer the request",
-                        "status": "supported",
-                        "evidence": first_ids[:1],
-                    }
-                ]
-                if first_ids
-                else [],
-            }
-        )
-    if task == "research-check":
-        block = text.split("Questions:", 1)[-1].split("Findings:", 1)[0]
-        n = len(re.findall(r"^\d+\. ", block, re.MULTILINE))
-        return json.dumps({"covered": [True] * n, "gaps": [], "score": 1.0, "contradictions": []})
-    return "DONE"  # research-figures and later tool steps: nothing to compute
+    return "DONE"  # the tool steps and hypotheses: nothing to add
 
 
 # ---------------------------------------------------------------------------------------------

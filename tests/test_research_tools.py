@@ -27,10 +27,19 @@ from deepsearcher.tools import WebSearchTool, build_web_search_or_unavailable
 from tests.llm_server import ScriptedLLMServer, ToolCallsReply
 from tests.memory_index import CORPUS, MemoryStore, WordHashEmbedder
 from tests.scripted_model import ScriptedChatModel
-from tests.test_research import BRIEF, _citations, _run, _script, _server_prompt, _settings, _write
+from tests.test_research import BRIEF, _citations, _script, _server_prompt, _settings
+from tests.test_research import _run as _run_research
 from tests.test_web import ARTICLE, WebStub, web_settings
 
 NO_KEY_ENV = "DEEPSEARCHER_TEST_UNSET_KEY"
+
+
+def _run(llm: ScriptedChatModel, settings: Settings | None = None, **request: Any) -> Any:
+    """A run of one researcher's tools: the brief's other question is no revision's gap."""
+    request.setdefault("max_revisions", 0)
+    return _run_research(llm, settings, **request)
+
+
 PER_DIEM = [{"title": "Per diem", "question": "What is the international per diem?"}]
 BATTERY = [{"title": "Battery supplier", "question": "Who supplies the NR-7 battery?"}]
 _PASSAGE = re.compile(r'<document id="(E\d+)" source="[^"]*">\n(.*?)\n</document>', re.S)
@@ -243,8 +252,8 @@ def test_tool_steps_stop_when_the_researchers_share_of_the_budget_is_spent() -> 
     llm = ScriptedChatModel()
     _script(llm, plan=PER_DIEM)
     llm.add_rule("TASK: research-tools", _call("think", thought="and another"))
-    # Brief and plan, the writer's reserve of 3, and a share of one call beyond the search.
-    budget = 2 + 3 + deep_search + 1
+    # Brief and plan, and a share of one call beyond the search (the draft makes no call).
+    budget = 2 + deep_search + 1
     report, events = _run(llm, max_llm_calls=budget, max_revisions=0)
     assert len(llm.calls("research-tools")) == 1
     share = deep_search + 1
@@ -304,7 +313,8 @@ def test_hypotheses_are_tested_for_and_against_and_reach_the_report() -> None:
     kestrel = next(h for h in report.hypotheses if "Kestrel" in h.statement)
     lyon = next(h for h in report.hypotheses if "four hundred" in h.statement)
     assert any("Kestrel Energy" in evidence[e] for e in kestrel.evidence)
-    assert any("forty employees" in evidence[e] for e in lyon.evidence)
+    assert lyon.evidence == []  # refuted: the passage that decides it is evidence against
+    assert any("forty employees" in evidence[e] for e in lyon.against)
     # Each judge call saw the passages found for and against the statement.
     prompt = llm.calls("research-hypothesis")[1][1]["content"]
     assert "Passages found for it:" in prompt and "forty employees" in prompt
@@ -423,6 +433,7 @@ def _memory_run(server: ScriptedLLMServer, **request: Any) -> tuple[Report, list
     llm = _client(server)
 
     async def go() -> list[ResearchEvent]:
+        request.setdefault("max_revisions", 0)  # the brief's other questions are no gap here
         req = ResearchRequest("Brief me on the per diem", **request)
         return [e async for e in stream_research(settings, llm, retriever, req)]
 
@@ -435,8 +446,6 @@ def _memory_run(server: ScriptedLLMServer, **request: Any) -> tuple[Report, list
 def _serve_research(server: ScriptedLLMServer, plan: list[dict[str, Any]]) -> None:
     server.add_rule("TASK: research-brief", json.dumps(BRIEF))
     server.add_rule("TASK: research-plan", json.dumps(plan))
-    server.add_rule("TASK: research-write", lambda req: _write(_server_prompt(req)))
-    server.add_rule("TASK: research-check", json.dumps({"covered": [True, True]}))
 
 
 def _tool_requests(server: ScriptedLLMServer) -> list[dict[str, Any]]:

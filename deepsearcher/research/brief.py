@@ -11,7 +11,7 @@ from deepsearcher.prompting import ask, escape_document, messages_for
 from deepsearcher.research import prompts
 from deepsearcher.research.events import BriefEvent
 from deepsearcher.research.models import ResearchBrief
-from deepsearcher.research.parsing import parse_brief
+from deepsearcher.research.parsing import BRIEF_SCHEMA, parse_brief
 from deepsearcher.research.state import RunDeps, RunState, note, spent
 
 
@@ -25,8 +25,9 @@ async def make_brief(state: RunState, deps: RunDeps) -> ResearchBrief:
         brief = await _ask_brief(state, text, request)
     except (LLMError, BudgetExceeded) as exc:
         spent(state, exc)
-        note(state, deps, f"brief failed ({exc.message}); researching the request as asked")
-        brief = ResearchBrief(goal=request, must_answer=[request])
+        message = f"brief failed ({exc.message}); researching the request as asked"
+        note(state, deps, message)
+        brief = ResearchBrief(goal=request, must_answer=[request], note=message)
     if answered is not None:
         brief.question = ""  # one question per run, and it was answered
         brief.assumptions.insert(0, f"clarified: {answered[0]} -> {answered[1]}")
@@ -65,4 +66,5 @@ async def _ask_brief(state: RunState, text: str, request: str) -> ResearchBrief:
         state.ctx,
         messages_for(prompts.BRIEF.format(request=escape_document(text))),
         partial(parse_brief, request=request),
+        schema=BRIEF_SCHEMA,
     )

@@ -12,7 +12,6 @@ from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.llm import ChatModel, Completion, Message, StreamPiece, ToolSchema
 from deepsearcher.run_context import RunContext
 
-WRITE_RESERVE_CALLS = 3  # kept back from the researchers: the draft (and its retry), a check
 MIN_RESEARCHER_CALLS = 3  # decompose, a verdict, the answer: less cannot find anything
 
 
@@ -67,18 +66,17 @@ class SharedBudgetModel:
         self,
         inner: ChatModel,
         ctx: RunContext,
-        reserve_calls: int,
         gate: CallGate | None = None,
     ) -> None:
         self.inner = inner
         self.ctx = ctx
-        self.reserve_calls = reserve_calls
         self.name = inner.name
         self.gate = gate  # None: the call that runs alone, or a run without one
 
     def _admit(self) -> None:
         try:
-            self.ctx.check_budget(self.reserve_calls)
+            # Nothing is kept back: after the researchers the run makes no LLM call.
+            self.ctx.check_budget(0)
         except BudgetExceeded as exc:
             self.ctx.cut_short = self.ctx.cut_short or exc.message
             raise ResearchBudgetSpent(f"research budget spent: {exc.message}") from None

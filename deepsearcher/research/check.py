@@ -1,85 +1,51 @@
-"""Stage 5, the quality check: the cheap structural checks (uncited sentences, citations whose
-passages lack the sentence's key terms, figures the sources disagree on), then one call that
-says which of the brief's questions the draft answers, its gaps and contradictions. A failed
-call leaves the structural stand-in: most of a question's terms appear in the draft."""
+"""Stage 5, the quality check, without an LLM: the sentences no passage holds (the draft marked
+them), citations whose passages lack the sentence's key terms, the contradictions between
+sources (``contradictions``: same entity, same measure, same period, different values), and
+which must-answer questions the draft covers: a question is covered when a cited sentence holds
+most of its key terms, or when the section researched for it cites something.
+
+A small model's verdict on coverage was no better than this (it called a report that answered
+one question of two complete) and its contradictions were the invented ones; the check costs
+no call, and a revision round is spent only on what it finds."""
 
 from __future__ import annotations
 
-from functools import partial
-
-from deepsearcher.errors import BudgetExceeded, LLMError
-from deepsearcher.prompting import ask, escape_document, messages_for
-from deepsearcher.research import prompts
-from deepsearcher.research.contradictions import (
-    find_contradictions,
-    gap_query,
-    merge_contradictions,
-    parse_contradictions,
-)
-from deepsearcher.research.models import Draft, Quality, ResearchBrief
-from deepsearcher.research.parsing import parse_check
-from deepsearcher.research.render import findings_text
-from deepsearcher.research.state import RunDeps, RunState, note
+from deepsearcher.research.contradictions import find_contradictions, gap_query
+from deepsearcher.research.models import Draft, DraftSection, Quality, ResearchBrief
+from deepsearcher.research.state import RunState
 from deepsearcher.research.text import (
     EVIDENCE_REF,
     cited_ids,
     claim_of,
     is_supported,
+    key_terms,
     sentences,
     terms_share,
 )
 
+# The share of a question's key terms a cited sentence (or a section's question) must hold
+# for the question to count as covered.
+COVERED_SHARE = 0.5
 
-def check_structure(state: RunState, draft: Draft) -> Quality:
-    """The cheap checks: sentences without a citation, citations whose passages do not
-    contain the sentence's key terms, and figures or dates the sources disagree on."""
+
+def check(state: RunState, draft: Draft, brief: ResearchBrief) -> Quality:
+    """The draft checked; ``passed`` when every question is covered and every sentence
+    stands on passages that hold it."""
     quality = Quality()
     quality.contradictions = find_contradictions(state.findings, list(state.evidence.values()))
+    quality.uncited_sentences = [u for s in draft.sections for u in s.unsupported]
+    texts = {e.id: e.text for e in state.evidence.values()}
     for section in draft.sections:
         for sentence in sentences(section.text):
             ids = cited_ids(sentence)
             claim = claim_of(sentence, EVIDENCE_REF)
-            if len(claim.split()) < 5:
-                continue  # headings and fragments
-            if not ids:
-                quality.uncited_sentences.append(claim)
-                continue
-            passages = " ".join(e.text for e in state.evidence.values() if e.id in ids)
-            if not is_supported(claim, passages):
+            if ids and not is_supported(claim, " ".join(texts.get(i, "") for i in ids)):
                 quality.weak_citations.append(claim)
-    return quality
-
-
-async def check(state: RunState, deps: RunDeps, draft: Draft, brief: ResearchBrief) -> Quality:
-    """The structural checks and the model's: coverage of the brief's questions, gaps, and
-    contradictions; ``passed`` when no question is missing and every sentence is cited."""
-    quality = check_structure(state, draft)
-    questions = brief.must_answer
-    text = draft.text()
-    covered: list[bool] | None = None
-    if state.findings:
-        try:
-            reply = await ask(
-                state.ctx,
-                messages_for(
-                    prompts.CHECK.format(
-                        questions="\n".join(f"{i}. {q}" for i, q in enumerate(questions, 1)),
-                        findings=findings_text(state.findings)[:6000],
-                        draft=escape_document(text[:8000]),
-                    )
-                ),
-                partial(parse_check, questions=len(questions)),
-            )
-            covered, quality.gaps, quality.llm_score = reply.covered, reply.gaps, reply.score
-            known = [e.id for e in state.evidence.values()]
-            said = parse_contradictions(reply.contradictions, state.findings, known)
-            quality.contradictions = merge_contradictions(quality.contradictions, said)
-        except (LLMError, BudgetExceeded) as exc:
-            note(state, deps, f"quality check failed ({exc.message}); using the structural check")
-    if covered is None:  # the structural stand-in: most of a question's terms appear
-        lower = text.lower()
-        covered = [terms_share(q, lower) >= 0.5 for q in questions]
-    quality.missing_questions = [q for q, c in zip(questions, covered, strict=True) if not c]
+    covered = [_covered(q, draft.sections) for q in brief.must_answer]
+    quality.missing_questions = [
+        q for q, c in zip(brief.must_answer, covered, strict=True) if not c
+    ]
+    quality.gaps = list(quality.missing_questions)
     quality.coverage = sum(covered) / len(covered) if covered else 1.0
     quality.passed = (
         not quality.missing_questions
@@ -89,14 +55,26 @@ async def check(state: RunState, deps: RunDeps, draft: Draft, brief: ResearchBri
     return quality
 
 
+def _covered(question: str, sections: list[DraftSection]) -> bool:
+    if not key_terms(question):
+        return True
+    for section in sections:
+        cited = [s for s in sentences(section.text) if cited_ids(s)]
+        if not cited:
+            continue
+        if terms_share(question, f"{section.title} {section.question}".lower()) >= COVERED_SHARE:
+            return True
+        if any(terms_share(question, s.lower()) >= COVERED_SHARE for s in cited):
+            return True
+    return False
+
+
 def gaps_of(state: RunState, quality: Quality) -> list[str]:
-    """What a revision researches: the check's gaps (or the questions it found unanswered)
-    while the draft fails, and each contradiction not yet researched."""
-    gaps = [] if quality.passed else list(quality.gaps or quality.missing_questions)
-    for c in quality.contradictions:
-        key = frozenset((*c.evidence_a, *c.evidence_b))
-        if key not in state.researched_conflicts:
-            state.researched_conflicts.add(key)
-            gaps.append(gap_query(c))
-    state.contradictions = list(quality.contradictions)
+    """What a revision researches: the questions the draft does not cover, and each
+    contradiction not researched yet."""
+    gaps = []
+    for query in [*quality.gaps, *(gap_query(c) for c in quality.contradictions)]:
+        if query not in state.researched:
+            state.researched.add(query)
+            gaps.append(query)
     return gaps

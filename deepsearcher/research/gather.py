@@ -11,7 +11,7 @@ import logging
 from collections.abc import Sequence
 
 from deepsearcher.errors import DeepSearcherError
-from deepsearcher.research.budget import MIN_RESEARCHER_CALLS, WRITE_RESERVE_CALLS
+from deepsearcher.research.budget import MIN_RESEARCHER_CALLS
 from deepsearcher.research.events import ResearcherFinishedEvent, ResearcherStartedEvent
 from deepsearcher.research.models import Gathered, SectionResult, Subtask
 from deepsearcher.research.researcher import ResearcherDeps, research_section
@@ -21,10 +21,10 @@ logger = logging.getLogger(__name__)
 
 
 def shares(state: RunState, deps: RunDeps, subtasks: Sequence[Subtask]) -> list[int]:
-    """Each subtask's LLM calls: what the budget has left after the writer's reserve, split
-    by complexity, none more than one question's."""
+    """Each subtask's LLM calls: what the budget has left, split by complexity, none more
+    than one question's (the draft, the check and the report make no call)."""
     ctx = state.ctx
-    left = ctx.max_llm_calls - ctx.usage.llm_calls - WRITE_RESERVE_CALLS
+    left = ctx.max_llm_calls - ctx.usage.llm_calls
     total = sum(s.complexity for s in subtasks) or 1
     cap = deps.settings.query.max_llm_calls
     return [min(cap, max(0, left) * s.complexity // total) for s in subtasks]

@@ -68,6 +68,7 @@ class ResearchBrief:
     constraints: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
     question: str = ""  # the clarifying question the model would ask, if any
+    note: str | None = None  # set when the brief is a fallback
 
 
 @dataclass
@@ -123,9 +124,14 @@ class Finding:
 
 @dataclass
 class Hypothesis:
+    """A statement tested against the documents: ``evidence`` holds the passages that bear it
+    out, ``against`` those that contradict it; the status follows from them (a question is
+    never a hypothesis: it is an open question)."""
+
     statement: str
     status: HypothesisStatus = "open"
     evidence: list[str] = field(default_factory=list)
+    against: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -143,12 +149,18 @@ class SectionResult:
     # The section's answer step failed and it went on with less (answered again, or its
     # passages quoted): the report says so next to the sections that are missing.
     degraded: str | None = None
+    # The section's prose as the model wrote it, [n] citing ``evidence[n - 1]``
+    # (``RunState.merge`` rewrites them as the run's evidence ids), and the questions the
+    # researcher raised (never hypotheses).
+    text: str = ""
+    open_questions: list[str] = field(default_factory=list)
 
 
 @dataclass
 class ReportSection:
     title: str
-    text: str  # with [n] citations into Report.sources
+    text: str  # with [n] citations into Report.sources; NOT_IN_SOURCES marks what none holds
+    unsupported: list[str] = field(default_factory=list)  # its sentences no passage holds
 
 
 @dataclass
@@ -160,16 +172,25 @@ class Gathered:
 
 
 @dataclass
+class DraftSection:
+    """A section of the draft: the plan's title and question, the prose with each sentence
+    citing the evidence ids of the passages that hold it, and the sentences none holds."""
+
+    title: str
+    question: str
+    text: str
+    unsupported: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)  # the ids its text could cite
+
+
+@dataclass
 class Draft:
-    """The report as written, its citations still evidence ids ([E1]); ``conflicts_told``
-    is how many of the run's contradictions the writer was told of."""
+    """The report as written, its citations still evidence ids ([E1])."""
 
     title: str
     summary: str = ""
-    sections: list[ReportSection] = field(default_factory=list)
+    sections: list[DraftSection] = field(default_factory=list)
     open_questions: list[str] = field(default_factory=list)
-    hypotheses: list[Hypothesis] = field(default_factory=list)
-    conflicts_told: int = 0
 
     def text(self) -> str:
         """The summary and every section's text, as the checks read it."""
@@ -178,10 +199,9 @@ class Draft:
 
 @dataclass
 class Contradiction:
-    """Two claims from different evidence about the same subject that disagree: ``differs``
-    says how ("45 euro vs 50 euro"). ``found_by`` is "figures" (the structural check: the same
-    key terms with different numbers of one unit, or different dates) or "llm" (the quality
-    check's model)."""
+    """Two claims from different sources giving different values for the same attribute of
+    the same thing (``research.contradictions``): ``differs`` says how ("45 EUR vs 50 EUR"),
+    ``subject`` what is measured (entity: measure (period))."""
 
     claim_a: str
     evidence_a: list[str]
@@ -189,14 +209,14 @@ class Contradiction:
     evidence_b: list[str]
     differs: str
     subject: str = ""
-    found_by: Literal["figures", "llm"] = "figures"
 
 
 @dataclass
 class Quality:
-    """The quality check of one draft: coverage of the must-answer questions, sentences
-    without a citation, citations whose passage lacks the sentence's key terms, the gaps the
-    model named, and contradictions between the sources."""
+    """The quality check of one draft: coverage of the must-answer questions, sentences no
+    passage holds (``uncited_sentences``), citations whose passages lack the sentence's key
+    terms, the searches a revision would run (``gaps``: the questions not covered), and the
+    contradictions between the sources."""
 
     coverage: float = 0.0
     missing_questions: list[str] = field(default_factory=list)
@@ -204,7 +224,6 @@ class Quality:
     weak_citations: list[str] = field(default_factory=list)
     gaps: list[str] = field(default_factory=list)
     contradictions: list[Contradiction] = field(default_factory=list)
-    llm_score: float | None = None
     passed: bool = False
 
 
@@ -272,13 +291,25 @@ class Report:
             lines += ["## Summary", "", self.summary, ""]
         for s in self.sections:
             lines += [f"## {s.title}", "", s.text, ""]
+        if any(s.unsupported for s in self.sections):
+            lines += [
+                "> Sentences marked [not in sources] are not held by any passage found; "
+                "they are the model's, unchecked.",
+                "",
+            ]
         if self.hypotheses:
-            lines += ["## Hypotheses", "", "| Hypothesis | Status | Evidence |", "|---|---|---|"]
+            lines += ["## Hypotheses", "", "| Hypothesis | Status | For | Against |"]
+            lines.append("|---|---|---|---|")
             by_id = {s.evidence_id: s.n for s in self.sources}
+
+            def refs(ids: list[str]) -> str:
+                return " ".join(f"[{by_id[e]}]" for e in ids if e in by_id)
+
             for h in self.hypotheses:
-                refs = " ".join(f"[{by_id[e]}]" for e in h.evidence if e in by_id)
                 statement = h.statement.replace("|", "\\|")
-                lines.append(f"| {statement} | {h.status} | {refs} |")
+                lines.append(
+                    f"| {statement} | {h.status} | {refs(h.evidence)} | {refs(h.against)} |"
+                )
             lines.append("")
         conflicts = self.quality.contradictions if self.quality else []
         if self.open_questions or conflicts:

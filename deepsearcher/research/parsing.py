@@ -5,17 +5,53 @@ tells the model the problem and asks once more."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
+from deepsearcher.llm import JsonSchema
 from deepsearcher.prompting import OutputParseError, find_json, json_object
-from deepsearcher.research.models import (
-    HYPOTHESIS_STATUSES,
-    Draft,
-    Hypothesis,
-    ReportSection,
-    ResearchBrief,
-    Subtask,
+from deepsearcher.research.models import ResearchBrief, Subtask
+
+_STRING = {"type": "string"}
+_STRINGS = {"type": "array", "items": _STRING}
+
+
+def _object(properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+# The replies' shapes, grammar-constrained where the server offers it (llama.cpp's json_object
+# with a schema, a json_schema response format elsewhere); the prompts describe them too.
+BRIEF_SCHEMA = JsonSchema(
+    "brief",
+    _object(
+        {
+            "goal": _STRING,
+            "scope": _STRING,
+            "audience": _STRING,
+            "must_answer": _STRINGS,
+            "constraints": _STRINGS,
+            "assumptions": _STRINGS,
+            "question": _STRING,
+        }
+    ),
+)
+PLAN_SCHEMA = JsonSchema(
+    "plan",
+    _object(
+        {
+            "sections": {
+                "type": "array",
+                "items": _object(
+                    {"title": _STRING, "question": _STRING, "complexity": {"type": "integer"}}
+                ),
+            }
+        }
+    ),
 )
 
 # A prompt's placeholder (``<a question the report must answer>``) left in a reply.
@@ -116,81 +152,3 @@ def parse_plan(text: str, *, max_sections: int) -> list[Subtask]:
             raise _reject_copy("the plan")
         raise OutputParseError("no section had a research question")
     return sections[:max_sections]
-
-
-def parse_hypotheses(value: Any) -> list[Hypothesis]:
-    out: list[Hypothesis] = []
-    for item in value if isinstance(value, list) else []:
-        if not isinstance(item, dict) or not (statement := _text(item.get("statement"))):
-            continue
-        if copied(statement):
-            continue
-        status = _text(item.get("status")).lower()
-        out.append(
-            Hypothesis(
-                statement,
-                status if status in HYPOTHESIS_STATUSES else "open",
-                _texts(item.get("evidence")),
-            )
-        )
-    return out
-
-
-@dataclass
-class CheckReply:
-    covered: list[bool] | None  # per question; None when the model gave no usable list
-    gaps: list[str] = field(default_factory=list)
-    score: float | None = None
-    contradictions: Any = None  # raw: parsed against the known evidence by the run
-
-
-def parse_check(text: str, *, questions: int) -> CheckReply:
-    """The check's reply; gaps or contradictions copied from the prompt's example refuse the
-    whole reply (asked again): a copied "covered" list would pass unnoticed next to them."""
-    data = json_object(text)
-    gaps = _texts(data.get("gaps"))
-    said = data.get("contradictions")
-    differs = [
-        str(c.get("differs") or c.get("subject") or "") if isinstance(c, dict) else str(c)
-        for c in (said if isinstance(said, list) else [])
-    ]
-    if any(copied(g) for g in gaps) or any(d and copied(d) for d in differs):
-        raise _reject_copy("the check")
-    covered = data.get("covered")
-    flags = (
-        [bool(c) for c in covered]
-        if isinstance(covered, list) and len(covered) == questions
-        else None
-    )
-    score = data.get("score")
-    return CheckReply(
-        flags,
-        gaps,
-        float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
-        data.get("contradictions"),
-    )
-
-
-def parse_draft(text: str) -> Draft:
-    """The writer's draft (citations still evidence ids). A draft whose sections all hold the
-    prompt's placeholders is refused (asked again); copied open questions and hypotheses are
-    dropped."""
-    data = json_object(text)
-    sections = [s for s in data.get("sections") or [] if isinstance(s, dict)]
-    texts = [_text(s.get("text")) for s in sections]
-    if any(texts) and all(not t or copied(t) for t in texts):
-        raise _reject_copy("the draft")
-    title, summary = (
-        "" if copied(v := _text(data.get(key))) else v for key in ("title", "summary")
-    )
-    return Draft(
-        title=title,
-        summary=str(data["summary"]).strip() if summary else "",
-        sections=[
-            ReportSection(_text(s.get("title")) or "Findings", str(s["text"]).strip())
-            for s, t in zip(sections, texts, strict=True)
-            if t and not copied(t)
-        ],
-        open_questions=_own(_texts(data.get("open_questions"))),
-        hypotheses=parse_hypotheses(data.get("hypotheses")),
-    )

@@ -10,7 +10,7 @@ from deepsearcher.prompting import ask, messages_for
 from deepsearcher.research import prompts
 from deepsearcher.research.events import PlanEvent
 from deepsearcher.research.models import Plan, ResearchBrief, Subtask
-from deepsearcher.research.parsing import parse_plan
+from deepsearcher.research.parsing import PLAN_SCHEMA, parse_plan
 from deepsearcher.research.render import brief_text
 from deepsearcher.research.state import RunDeps, RunState, note, spent
 
@@ -22,6 +22,7 @@ async def make_plan(state: RunState, deps: RunDeps, brief: ResearchBrief) -> Pla
             state.ctx,
             messages_for(prompts.PLAN.format(max_sections=max_sections, brief=brief_text(brief))),
             partial(parse_plan, max_sections=max_sections),
+            schema=PLAN_SCHEMA,
         )
         plan = Plan(sections)
     except (LLMError, BudgetExceeded) as exc:

@@ -1,6 +1,10 @@
 """The research stages' prompts. As in ``deepsearcher.agents.prompts``: each starts with a
 ``TASK:`` line, and untrusted text (the request, passages, findings) is escaped and quoted.
 
+The model writes no report structure: the brief and the plan are small JSON replies
+(grammar-constrained where the server offers it, ``parsing.BRIEF_SCHEMA``/``PLAN_SCHEMA``), the
+researchers' prose is the deep-search answer, and the draft and check are code.
+
 The reply formats show ``<placeholders>``, never plausible values: a small model copies an
 example that reads like an answer ("45 vs 50 euros", a search for "search query") into its
 reply, and the parsers (``research.parsing``) reject a reply that still holds a placeholder."""
@@ -23,56 +27,13 @@ PLAN = """TASK: research-plan
 Split the research brief into at most {max_sections} report sections. Each section gets one \
 self-contained research question for a researcher who searches the documents, and a \
 complexity from 1 (one fact) to 3 (many facts to gather and compare).
-Reply with a JSON list only:
-[{{"title": "<section title>", "question": "<a self-contained research question>", \
-"complexity": 1}}]
+Reply with one JSON object only:
+{{"sections": [{{"title": "<section title>", "question": "<a self-contained research \
+question>", "complexity": 1}}]}}
 Replace every <...> with your own text.
 
 Brief:
 {brief}"""
-
-WRITE = """TASK: research-write
-Write the report from the findings below. Cite every factual sentence with the evidence ids of \
-the findings it rests on, in square brackets, e.g. [E1] or [E2][E5]. Use only these findings; \
-say plainly what they do not establish. List hypotheses the evidence bears on with status \
-"supported", "refuted" or "open" and their evidence ids.
-Reply with one JSON object only:
-{{"title": "<report title>", "summary": "<two or three cited sentences>", \
-"sections": [{{"title": "<section title>", "text": "<cited sentences>"}}], \
-"open_questions": ["<what the findings leave open>"], \
-"hypotheses": [{{"statement": "<a claim the evidence bears on>", "status": "open", \
-"evidence": ["<evidence id>"]}}]}}
-Replace every <...> with your own text from the findings; leave a list empty when nothing fits.
-
-Brief:
-{brief}
-
-Findings by section:
-{findings}
-
-Evidence:
-{evidence}"""
-
-CHECK = """TASK: research-check
-Check the draft report against the questions it must answer. For each question say whether \
-the draft answers it, and name short search queries for what is missing. Then compare the \
-findings: list every pair whose evidence states different facts about the same subject \
-(figures, dates, names), with both evidence ids and what differs.
-Reply with one JSON object only:
-{{"covered": [<true or false per question>], "gaps": ["<a search for a missing fact>"], \
-"score": <0.0 to 1.0>, "contradictions": [{{"evidence": ["<id>", "<id>"], \
-"subject": "<what both state>", "differs": "<value in one> vs <value in the other>"}}]}}
-Replace every <...> with your own values; leave "gaps" and "contradictions" empty when there \
-are none.
-
-Questions:
-{questions}
-
-Findings:
-{findings}
-
-Draft:
-{draft}"""
 
 RESEARCH_TOOLS = """TASK: research-tools
 You research one section of a report from the team's documents. A search already found the \

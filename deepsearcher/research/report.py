@@ -1,17 +1,17 @@
-"""The report from the last draft: evidence ids become numbered sources ([1], [2]...), an id
-no researcher returned is dropped and counted, hypotheses keep only evidence that exists, and
-every section that failed or found nothing is named as missing."""
+"""Stage 6, the report from the last draft: evidence ids become numbered sources ([1], [2]...)
+in order of first citation (an id no researcher returned is dropped and counted), the
+researchers' hypotheses with the passages for and against them, every section that failed or
+cites nothing named as missing, and every stage that fell back (a brief or plan the model did
+not write in its format, a section whose answer failed) named as degraded."""
 
 from __future__ import annotations
 
 import re
 import time
 
-from deepsearcher.research.events import HypothesisEvent
 from deepsearcher.research.models import (
     Draft,
     Evidence,
-    Hypothesis,
     Plan,
     Quality,
     Report,
@@ -20,7 +20,7 @@ from deepsearcher.research.models import (
     Source,
 )
 from deepsearcher.research.state import RunDeps, RunState, note
-from deepsearcher.research.text import EVIDENCE_ID, EVIDENCE_REF, norm
+from deepsearcher.research.text import EVIDENCE_ID, EVIDENCE_REF
 from deepsearcher.types import Usage
 
 
@@ -61,17 +61,22 @@ def finish(
     r = Report(request=deps.request.request)
     sources = _Numbering({e.id: e for e in state.evidence.values()})
     r.title = draft.title or brief.goal
+    r.sections = [
+        ReportSection(s.title, sources.cite(s.text), list(s.unsupported)) for s in draft.sections
+    ]
     r.summary = sources.cite(draft.summary)
-    r.sections = [ReportSection(s.title, sources.cite(s.text)) for s in draft.sections]
     r.open_questions = [
         *draft.open_questions,
         *(f"not answered by the documents found: {q}" for q in quality.missing_questions),
     ]
-    _hypotheses_of_draft(state, deps, r, draft, sources)
     for c in quality.contradictions:  # both sides of a conflict are listed as sources
         for eid in (*c.evidence_a, *c.evidence_b):
             if eid in sources.by_id:
                 sources.number(eid)
+    for h in state.hypotheses:  # the researchers' tested hypotheses, their passages too
+        for eid in (*h.evidence, *h.against):
+            sources.number(eid)
+    r.hypotheses = list(state.hypotheses)
     if sources.dropped:
         note(
             state,
@@ -83,10 +88,12 @@ def finish(
         for eid, n in sorted(sources.numbers.items(), key=lambda kv: kv[1])
     ]
     r.brief, r.plan, r.quality, r.revisions = brief, plan, quality, rounds
-    r.evidence = list(state.evidence.values())
+    # The passages the report refers to; what the researchers read and nothing cites stays
+    # out, as it is out of the sources.
+    referred = {*sources.numbers, *(e for f in state.findings for e in f.evidence)}
+    r.evidence = [e for e in state.evidence.values() if e.id in referred]
     r.findings = list(state.findings)
-    _missing_and_degraded(state, r, plan)
-    _add_hypotheses(state, r)
+    r.missing, r.degraded = _missing_and_degraded(state, draft, brief, plan)
     r.cut_short = state.ctx.cut_short
     r.usage = Usage(**state.ctx.usage.to_dict())
     r.notes = list(state.ctx.notes)
@@ -94,47 +101,24 @@ def finish(
     return r
 
 
-def _hypotheses_of_draft(
-    state: RunState, deps: RunDeps, r: Report, draft: Draft, sources: _Numbering
-) -> None:
-    for h in draft.hypotheses:
-        known = [e for e in h.evidence if e in sources.by_id]
-        if h.status != "open" and not known:
-            note(state, deps, f"hypothesis marked {h.status} without evidence; kept as open")
-            h = Hypothesis(h.statement, "open", [])
-        for eid in known:
-            sources.number(eid)
-        r.hypotheses.append(Hypothesis(h.statement, h.status, known))
-        deps.emit(HypothesisEvent(hypothesis=r.hypotheses[-1]))
-
-
-def _missing_and_degraded(state: RunState, r: Report, plan: Plan) -> None:
+def _missing_and_degraded(
+    state: RunState, draft: Draft, brief: ResearchBrief, plan: Plan
+) -> tuple[list[str], list[str]]:
     results = state.results
-    r.missing = [f"section '{res.subtask.title}': {res.error}" for res in results if res.error]
-    # A planned section that ran but found nothing it could cite is missing too, whatever
-    # the check said about coverage (a weak model's check calls every question covered).
-    r.missing += [
+    missing = [f"section '{res.subtask.title}': {res.error}" for res in results if res.error]
+    # A planned section that ran but cites nothing is missing too, whatever the check made
+    # of its words.
+    cited = {s.title for s in draft.sections if EVIDENCE_REF.search(s.text)}
+    missing += [
         f"section '{res.subtask.title}': no cited evidence found"
         for res in results
-        if not res.error and not res.findings and res.subtask in plan.sections
+        if not res.error and res.subtask in plan.sections and res.subtask.title not in cited
     ]
-    r.degraded = [
+    # What the model did not follow, so a reader knows what the report is.
+    degraded = [
+        f"{what}: {why}" for what, why in (("brief", brief.note), ("plan", plan.note)) if why
+    ]
+    degraded += [
         f"section '{res.subtask.title}': {res.degraded}" for res in results if res.degraded
     ]
-
-
-def _add_hypotheses(state: RunState, r: Report) -> None:
-    """The researchers' tested hypotheses in the report, also those the draft left out,
-    their evidence among the sources (numbered after the draft's citations)."""
-    listed = {norm(h.statement) for h in r.hypotheses}
-    by_id = {e.id: e for e in state.evidence.values()}
-    numbered = {s.evidence_id for s in r.sources}
-    for h in state.hypotheses:
-        if norm(h.statement) in listed:
-            continue
-        r.hypotheses.append(h)
-        for eid in h.evidence:
-            if eid in numbered:
-                continue
-            numbered.add(eid)
-            r.sources.append(Source(len(r.sources) + 1, by_id[eid]))
+    return missing, degraded

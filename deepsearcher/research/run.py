@@ -1,5 +1,6 @@
 """A research run: brief -> plan -> researchers (concurrent, one shared budget) -> draft ->
-quality check -> gap-filling rounds and revision -> ``Report``.
+quality check -> gap-filling rounds and revision -> ``Report``. The model is asked for the
+brief, the plan and the researchers' work; the draft, the check and the report are code.
 
 The stages stand in one row under this module and import nothing from each other: ``brief``,
 ``plan``, ``gather`` (the researchers, ``research.researcher``), ``write``, ``check`` and
@@ -8,8 +9,8 @@ The stages stand in one row under this module and import nothing from each other
 ``Draft``, ``Quality``, ``Report``); what the run keeps of them is set here. Every stage
 degrades visibly: a failed brief uses the request as its goal, an unusable plan becomes a
 one-section plan, a researcher that fails leaves its section named as missing, a spent budget
-writes the report from what was found and marks it cut short, a failed draft lists the
-findings as the researchers returned them.
+writes the report from what was found and marks it cut short, a sentence no passage holds is
+marked in the report instead of cited.
 
 ``stream_research`` is the run: it yields the stage events as they happen (researchers run
 concurrently and emit into its one queue); the last is a ``ResearchDoneEvent`` carrying the
@@ -25,7 +26,7 @@ from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded
 from deepsearcher.llm import ChatModel
 from deepsearcher.research.brief import make_brief
-from deepsearcher.research.budget import MIN_RESEARCHER_CALLS, WRITE_RESERVE_CALLS
+from deepsearcher.research.budget import MIN_RESEARCHER_CALLS
 from deepsearcher.research.check import check, gaps_of
 from deepsearcher.research.events import (
     QualityEvent,
@@ -54,14 +55,15 @@ __all__ = ["Limits", "budget_for", "execute", "limits_for", "stream_research"]
 
 
 async def execute(state: RunState, deps: RunDeps) -> Report:
-    """The stages in order, then revision rounds while the check finds gaps and the budget
-    allows; the report, also sent as the last event."""
+    """The stages in order, then revision rounds while the check finds a question not
+    covered or a contradiction not yet researched, and the budget allows; the report, also
+    sent as the last event."""
     started = time.perf_counter()
     brief = await make_brief(state, deps)
     plan = await make_plan(state, deps, brief)
     state.merge(await gather(state, deps, plan.sections))
-    draft = await write_draft(state, deps, brief)
-    quality = await check(state, deps, draft, brief)
+    draft = await write_draft(state, deps, plan)
+    quality = check(state, draft, brief)
     deps.emit(QualityEvent(quality=quality, round=0))
     rounds = 0
     while rounds < state.limits.max_revisions:
@@ -69,7 +71,7 @@ async def execute(state: RunState, deps: RunDeps) -> Report:
         if not gaps:
             break
         try:
-            state.ctx.check_budget(WRITE_RESERVE_CALLS + MIN_RESEARCHER_CALLS)
+            state.ctx.check_budget(MIN_RESEARCHER_CALLS)
         except BudgetExceeded as exc:
             spent(state, exc)
             note(state, deps, f"no revision: {exc.message}")
@@ -79,12 +81,11 @@ async def execute(state: RunState, deps: RunDeps) -> Report:
         before = len(state.findings)
         gap_tasks = [Subtask(f"Gap: {g}", g) for g in gaps[: state.limits.max_sections]]
         state.merge(await gather(state, deps, gap_tasks))
-        untold = len(state.contradictions) > draft.conflicts_told
-        if len(state.findings) == before and not untold:
+        if len(state.findings) == before:
             note(state, deps, "gap research found nothing new; keeping the draft")
             break
-        draft = await write_draft(state, deps, brief)
-        quality = await check(state, deps, draft, brief)
+        draft = await write_draft(state, deps, plan)
+        quality = check(state, draft, brief)
         deps.emit(QualityEvent(quality=quality, round=rounds))
     report = finish(state, deps, draft, quality, rounds, brief, plan, started)
     deps.emit(ResearchDoneEvent(report=report))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -12,7 +13,6 @@ from deepsearcher.llm import ChatModel
 from deepsearcher.research.budget import CallGate
 from deepsearcher.research.events import ResearchEvent, ResearchNoteEvent
 from deepsearcher.research.models import (
-    Contradiction,
     Evidence,
     Finding,
     Gathered,
@@ -20,7 +20,7 @@ from deepsearcher.research.models import (
     ResearchRequest,
     SectionResult,
 )
-from deepsearcher.research.text import norm
+from deepsearcher.research.text import CITATION, norm
 from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
 from deepsearcher.tools.web import WebSearchTool
@@ -88,8 +88,7 @@ class RunState:
     findings: list[Finding] = field(default_factory=list)
     hypotheses: list[Hypothesis] = field(default_factory=list)  # the researchers', merged
     results: list[SectionResult] = field(default_factory=list)
-    contradictions: list[Contradiction] = field(default_factory=list)  # told to the writer
-    researched_conflicts: set[frozenset[str]] = field(default_factory=set)
+    researched: set[str] = field(default_factory=set)  # the revision rounds' searches
     gate: CallGate = field(default_factory=CallGate)  # the researchers' calls, for one alone
 
     @classmethod
@@ -113,9 +112,15 @@ class RunState:
                 ev_global = Evidence(**{**ev.__dict__, "id": f"E{len(self.evidence) + 1}"})
                 self.evidence[ev.id] = ev_global
             local[ev.id] = self.evidence[ev.id].id
+        # The result speaks the run's ids from here on, like everything the stages read.
+        result.text = _with_run_ids(result.text, [local[e.id] for e in result.evidence])
+        result.findings = [
+            Finding(f.claim, [local[k] for k in f.evidence if k in local], f.section, f.expression)
+            for f in result.findings
+        ]
         seen = {norm(f.claim): f for f in self.findings}
         for finding in result.findings:
-            ids = [local[k] for k in finding.evidence if k in local]
+            ids = list(finding.evidence)
             if (same := seen.get(norm(finding.claim))) is not None:
                 same.evidence += [i for i in ids if i not in same.evidence]
                 continue
@@ -127,7 +132,19 @@ class RunState:
             if norm(h.statement) not in known:
                 known.add(norm(h.statement))
                 ids = [local[k] for k in h.evidence if k in local]
-                self.hypotheses.append(Hypothesis(h.statement, h.status if ids else "open", ids))
+                against = [local[k] for k in h.against if k in local]
+                status = h.status if ids or against else "open"
+                self.hypotheses.append(Hypothesis(h.statement, status, ids, against))
+
+
+def _with_run_ids(text: str, ids: list[str]) -> str:
+    """A researcher's text whose [n] cite its n-th passage, citing the run's evidence ids."""
+
+    def one(m: re.Match[str]) -> str:
+        n = int(m.group(1))
+        return f"[{ids[n - 1]}]" if 1 <= n <= len(ids) else ""
+
+    return CITATION.sub(one, text)
 
 
 def note(state: RunState, deps: RunDeps, message: str) -> None:

@@ -28,6 +28,7 @@ __all__ = [
     "cited_numbers",
     "claim_of",
     "digest",
+    "is_question",
     "is_supported",
     "key_terms",
     "norm",
@@ -58,6 +59,21 @@ def cited_numbers(text: str) -> list[int]:
     """The source numbers ``text`` cites, in any of the forms ``LOOSE_CITATION`` knows."""
     found = (re.findall(r"\d{1,3}", m) for m in LOOSE_CITATION.findall(text))
     return list(dict.fromkeys(int(n) for ns in found for n in ns))
+
+
+# How a question starts when its writer forgot the question mark.
+_ASKING = re.compile(
+    r"^(?:what|which|who|whom|whose|when|where|why|how|is|are|was|were|do|does|did|can|could|"
+    r"should|will|would|has|have|had|may|might)\b",
+    re.IGNORECASE,
+)
+
+
+def is_question(text: str) -> bool:
+    """Whether ``text`` asks rather than states: it ends with "?" or starts the way a
+    question does ("Is there any other information about ...")."""
+    flat = text.strip().strip("\"'“”")
+    return flat.endswith("?") or _ASKING.match(flat) is not None
 
 
 def terms_share(text: str, passages: str) -> float:

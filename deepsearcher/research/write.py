@@ -1,79 +1,171 @@
-"""Stage 4, the draft: one call writes the report from the findings and the evidence they
-cite (citations still evidence ids). A failed draft, or one citing none of the evidence,
-lists the findings as the researchers returned them."""
+"""Stage 4, the draft, built in code: the title is the request, the sections are the plan's,
+each section's prose is what its researcher's model wrote for it (the deep-search answer to
+the section's question, written with the passages first and the task after them), and the
+summary is each section's first cited sentence. No LLM call: a small model only ever writes
+prose, never a report's structure.
+
+Every sentence then cites the one to three passages that hold it, through the attribution
+``query`` answers get (``agents.attribution.Attributor``, the run's embedder and the calibrated
+``query.attribution_threshold``): a citation the model wrote stands when its passages hold the
+sentence, anything else is attributed, and a sentence no passage holds is marked
+``[not in sources]`` instead of cited. A sentence citing more passages than three is
+attributed afresh: a citation that points at everything checks nothing."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from deepsearcher.errors import BudgetExceeded, LLMError
-from deepsearcher.prompting import ask, messages_for
-from deepsearcher.research import prompts
-from deepsearcher.research.contradictions import conflicts_text
-from deepsearcher.research.models import Draft, Finding, ReportSection, ResearchBrief
-from deepsearcher.research.parsing import parse_draft
-from deepsearcher.research.render import (
-    brief_text,
-    evidence_block,
-    findings_text,
-    hypotheses_text,
+from deepsearcher.agents.attribution import (
+    Attributor,
+    SentenceSupport,
+    holds_claim,
+    with_citations,
 )
-from deepsearcher.research.state import RunDeps, RunState, note
-from deepsearcher.research.text import cited_ids, sentences
+from deepsearcher.research.models import (
+    Draft,
+    DraftSection,
+    Evidence,
+    Finding,
+    Plan,
+    SectionResult,
+    Subtask,
+)
+from deepsearcher.research.state import RunDeps, RunState
+from deepsearcher.research.text import (
+    EVIDENCE_REF,
+    cited_ids,
+    claim_of,
+    is_question,
+    key_terms,
+    norm,
+    sentences,
+)
 
-MAX_EVIDENCE_IN_PROMPT = 40
-
-
-async def write_draft(state: RunState, deps: RunDeps, brief: ResearchBrief) -> Draft:
-    """The draft, its citations still evidence ids."""
-    if not state.findings:
-        return _draft_without_findings(brief)
-    evidence = list(state.evidence.values())[:MAX_EVIDENCE_IN_PROMPT]
-    findings = findings_text(state.findings) + hypotheses_text(state.hypotheses)
-    if state.contradictions:  # the writer says the sources disagree, not which one to trust
-        findings += "\n" + conflicts_text(state.contradictions)
-    prompt = prompts.WRITE.format(
-        brief=brief_text(brief),
-        findings=findings,
-        evidence="\n\n".join(evidence_block(e) for e in evidence),
-    )
-    told = len(state.contradictions)
-    try:
-        # Not budgeted: the researchers left this call its reserve.
-        draft = await ask(state.ctx, messages_for(prompt), parse_draft, budgeted=False)
-    except (LLMError, BudgetExceeded) as exc:
-        note(state, deps, f"draft failed ({exc.message}); listing the findings as found")
-        return _draft_from_findings(brief, state.findings, exc.message, told)
-    draft.title = draft.title or brief.goal
-    draft.conflicts_told = told
-    known = {e.id for e in state.evidence.values()}
-    texts = [draft.summary, *(s.text for s in draft.sections)]
-    if not any(cited_ids(sentence) & known for t in texts for sentence in sentences(t)):
-        # A draft that cites none of the evidence would hide every finding behind prose
-        # the check can only fail.
-        reason = "the draft cited none of the evidence"
-        note(state, deps, f"{reason}; listing the findings as found")
-        return _draft_from_findings(brief, state.findings, reason, told)
-    return draft
+NOT_IN_SOURCES = "[not in sources]"
+MAX_CITED = 3  # passages one sentence may cite
 
 
-def _draft_from_findings(
-    brief: ResearchBrief, findings: Sequence[Finding], reason: str, told: int
-) -> Draft:
-    sections: dict[str, list[str]] = {}
-    for f in findings:
-        refs = "".join(f"[{e}]" for e in f.evidence)
-        sections.setdefault(f.section, []).append(f"- {f.claim} {refs}")
+async def write_draft(state: RunState, deps: RunDeps, plan: Plan) -> Draft:
+    """The draft of every section researched so far, its citations evidence ids."""
+    attributor = Attributor(deps.retriever.embedder, deps.settings.query.attribution_threshold)
+    sections: list[DraftSection] = []
+    for subtask, results in _by_section(plan, state.results):
+        evidence = _evidence_of(state, results)
+        text = "\n\n".join(_prose(r, evidence) for r in results if r.text or r.findings)
+        if not text.strip():
+            continue  # nothing researched: the report names the section as missing
+        section = await _cited(attributor, subtask, text.strip(), evidence)
+        # A figure the calculator derived is in no passage; it cites the passages its
+        # numbers come from (the calculator checked that each one appears there).
+        derived = [_sentence(f, evidence) for r in results for f in r.findings if f.expression]
+        section.text = " ".join([section.text, *derived])
+        sections.append(section)
+    asked = [q for r in state.results for q in r.open_questions]
     return Draft(
-        title=brief.goal,
-        summary=f"No written report: {reason}. The findings as the researchers returned them.",
-        sections=[ReportSection(t, "\n".join(lines)) for t, lines in sections.items()],
-        conflicts_told=told,
+        title=deps.request.request,
+        summary=" ".join(s for s in (_first_cited(x) for x in sections) if s),
+        sections=sections,
+        open_questions=list(dict.fromkeys(asked)),
     )
 
 
-def _draft_without_findings(brief: ResearchBrief) -> Draft:
-    return Draft(
-        title=brief.goal,
-        summary="The researchers found no cited evidence in the documents for this request.",
+def _by_section(
+    plan: Plan, results: Sequence[SectionResult]
+) -> list[tuple[Subtask, list[SectionResult]]]:
+    """The plan's sections in order, each with its researcher's result and the gap rounds'
+    results that belong to it (the section whose question shares most key terms with the
+    gap's; one sharing none stands as a section of its own)."""
+    planned: dict[int, tuple[Subtask, list[SectionResult]]] = {
+        id(s): (s, []) for s in plan.sections
+    }
+    extra: list[tuple[Subtask, list[SectionResult]]] = []
+    for result in results:
+        if id(result.subtask) in planned:
+            planned[id(result.subtask)][1].append(result)
+            continue
+        home = _closest(result.subtask, plan.sections)
+        if home is None:
+            extra.append((result.subtask, [result]))
+        else:
+            planned[id(home)][1].append(result)
+    return [*planned.values(), *extra]
+
+
+def _closest(gap: Subtask, sections: Sequence[Subtask]) -> Subtask | None:
+    asked = set(key_terms(gap.question))
+    scored = [(len(asked & set(key_terms(f"{s.title} {s.question}"))), s) for s in sections]
+    best = max(scored, key=lambda t: t[0], default=(0, None))
+    return best[1] if best[0] else None
+
+
+def _evidence_of(state: RunState, results: Sequence[SectionResult]) -> list[Evidence]:
+    """The run's evidence the section's researchers brought, each once."""
+    ids = {state.evidence[e.id].id: state.evidence[e.id] for r in results for e in r.evidence}
+    return list(ids.values())
+
+
+def _prose(result: SectionResult, evidence: Sequence[Evidence]) -> str:
+    """A researcher's prose, and its findings the prose does not state (the tool loop's,
+    the calculator's) as sentences of their own."""
+    said = norm(EVIDENCE_REF.sub(" ", result.text))
+    extra = [
+        _sentence(f, evidence)
+        for f in result.findings
+        if not f.expression and norm(f.claim) not in said
+    ]
+    return " ".join([result.text, *extra]).strip()
+
+
+def _sentence(finding: Finding, evidence: Sequence[Evidence]) -> str:
+    known = {e.id for e in evidence}
+    refs = "".join(f"[{e}]" for e in finding.evidence if e in known)
+    return f"{finding.claim.rstrip('.')} {refs}."
+
+
+async def _cited(
+    attributor: Attributor, subtask: Subtask, text: str, evidence: Sequence[Evidence]
+) -> DraftSection:
+    ids = [e.id for e in evidence]
+
+    def cited(sentence: str) -> list[int]:
+        written = [ids.index(i) + 1 for i in cited_ids(sentence) if i in ids]
+        return written if len(written) <= MAX_CITED else []  # a blanket list: attribute afresh
+
+    supports = await attributor.support(
+        text,
+        [e.text for e in evidence],
+        cited=cited,
+        citation=EVIDENCE_REF,
+        question=subtask.question,
     )
+    passages = [e.text for e in evidence]
+    marked = [_narrowed(s, text, passages) for s in supports]
+    unsupported = [
+        claim_of(text[s.start : s.end], EVIDENCE_REF) for s in supports if not s.supported
+    ]
+
+    def marker(n: int) -> str:
+        return NOT_IN_SOURCES if n == 0 else f"[{ids[n - 1]}]"
+
+    cited_text = with_citations(text, marked, marker=marker, citation=EVIDENCE_REF)
+    return DraftSection(subtask.title, subtask.question, cited_text, unsupported, ids)
+
+
+def _narrowed(s: SentenceSupport, text: str, passages: Sequence[str]) -> SentenceSupport:
+    """The sentence's support as the report cites it. Written citations of several passages
+    keep those that hold the sentence on their own, when one does (a sentence that joins two
+    passages' facts keeps both); a sentence none holds loses what it cited and carries the
+    mark instead ("attributed" to passage 0, which the marker writes as the mark)."""
+    if not s.supported:
+        return SentenceSupport(s.start, s.end, s.written, (0,), True, False)
+    if s.attributed or len(s.cited) < 2:
+        return s
+    claim = claim_of(text[s.start : s.end], EVIDENCE_REF)
+    holding = tuple(n for n in s.cited if holds_claim(claim, passages[n - 1]))
+    if not holding or holding == s.cited:
+        return s
+    return SentenceSupport(s.start, s.end, s.written, holding, True, True)
+
+
+def _first_cited(section: DraftSection) -> str:
+    return next((s for s in sentences(section.text) if cited_ids(s) and not is_question(s)), "")

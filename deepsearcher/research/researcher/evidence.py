@@ -1,4 +1,4 @@
-"""Evidence keyed by its passage, and the findings of a researcher's cited answer."""
+"""Evidence keyed by its passage; a researcher's answer as findings and as its section's prose."""
 
 from __future__ import annotations
 
@@ -7,29 +7,23 @@ from typing import Literal
 
 from deepsearcher.research.models import Evidence, Finding
 from deepsearcher.research.text import (
+    CITATION,
     LOOSE_CITATION,
     cited_numbers,
     claim_of,
     digest,
     sentences,
-    terms_share,
 )
 from deepsearcher.types import Answer, Hit, Source
 
-# The least share of an answer's key terms its passages must hold for the whole answer to
-# stand as one finding when no sentence of it carries a citation.
-ANSWER_SUPPORT_SHARE = 0.5
-# An answer that says the documents are silent is no finding, whatever words it shares.
-_SILENT = re.compile(
-    r"\b(?:do(?:es)? not (?:state|say|mention|contain|specify|provide)|no (?:information|mention)"
-    r"|not (?:stated|mentioned|specified)|no generated answer|no answer)\b",
-    re.IGNORECASE,
-)
+# How an answer the agent wrote from its passages, without the model, begins
+# (``agents.answer.fallback_answer``): its lines quote the passages, "[n] excerpt".
+_QUOTED = "No generated answer:"
 
 
 def findings_from_answer(answer: Answer, section: str) -> tuple[list[Finding], list[Evidence]]:
     """Each cited sentence of a researcher's answer as a finding; its citations as evidence
-    (ids are passage keys here; ``gather.merge`` gives them their E ids). Citations count in
+    (ids are passage keys here; ``RunState.merge`` gives them their E ids). Citations count in
     the forms models write them ([1], [1, 2], [Source 1])."""
     by_n = {s.n: s for s in answer.sources}
     evidence: dict[str, Evidence] = {}
@@ -49,21 +43,28 @@ def findings_from_answer(answer: Answer, section: str) -> tuple[list[Finding], l
     return findings, list(evidence.values())
 
 
-def answer_as_finding(answer: Answer, section: str) -> tuple[list[Finding], list[Evidence]]:
-    """The whole answer as one finding, when no sentence of it carries a usable citation but
-    its sources hold most of its key terms (a small model that writes a right answer and
-    forgets the [n]); nothing when they do not (an answer saying the documents are silent)."""
-    text = claim_of(" ".join(sentences(answer.answer)), LOOSE_CITATION)
-    # An answer that cites nothing lists its passages under ``retrieved``, not ``sources``.
-    given = answer.sources or answer.retrieved
-    if not text or not given or _SILENT.search(text):
-        return [], []
-    passages = " ".join(s.text for s in given).lower()
-    if terms_share(text, passages) < ANSWER_SUPPORT_SHARE:
-        return [], []
-    supporting = [s for s in given if terms_share(text, s.text.lower()) > 0]
-    evidence = [evidence_of(s) for s in supporting]
-    return [Finding(text, [e.id for e in evidence], section)], evidence
+def answer_passages(answer: Answer) -> list[Evidence]:
+    """The passages the answer was written from, cited or not, in the order of its [n]."""
+    by_n = {s.n: s for s in [*answer.sources, *answer.retrieved]}
+    return [evidence_of(by_n[n]) for n in sorted(by_n)]
+
+
+def section_text(answer: Answer) -> str:
+    """The answer as its section's prose, [n] citing the n-th of ``answer_passages``. An
+    answer the model did not write (the agent quoted its passages instead) becomes the
+    passages quoted, each with its citation; the section says it is degraded elsewhere."""
+    numbers = sorted({s.n for s in [*answer.sources, *answer.retrieved]})
+    position = {n: i for i, n in enumerate(numbers, start=1)}
+    text = answer.answer
+    if text.startswith(_QUOTED):
+        quotes = re.findall(r"^\[(\d{1,3})\] (.+)$", text, re.MULTILINE)
+        text = "\n".join(f"“{q.strip()}” [{n}]" for n, q in quotes)
+
+    def renumber(m: re.Match[str]) -> str:
+        n = int(m.group(1))
+        return f"[{position[n]}]" if n in position else ""
+
+    return CITATION.sub(renumber, text).strip()
 
 
 def passage_evidence(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from deepsearcher.errors import BudgetExceeded, DeepSearcherError, LLMError
+from deepsearcher.llm import JsonSchema
 from deepsearcher.prompting import (
     OutputParseError,
     clean_output,
@@ -21,6 +22,19 @@ from deepsearcher.research.researcher.workspace import Workspace
 from deepsearcher.research.text import EVIDENCE_ID
 
 HYPOTHESIS_TOP_K = 3  # passages per side of a hypothesis
+# The verdict's shape, grammar-constrained where the server offers it.
+VERDICT_SCHEMA = JsonSchema(
+    "verdict",
+    {
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "enum": ["supported", "refuted", "open"]},
+            "evidence": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["status", "evidence"],
+        "additionalProperties": False,
+    },
+)
 _STATUS = re.compile(r"\b(supported|refuted|open)\b", re.IGNORECASE)
 
 
@@ -43,7 +57,7 @@ async def test_hypothesis(ws: Workspace, statement: str, against: str) -> None:
         against="\n\n".join(ws.render(k) for k in con_keys) or "(none)",
     )
     try:
-        completion = await ws.complete(messages_for(prompt))
+        completion = await ws.complete(messages_for(prompt), schema=VERDICT_SCHEMA)
     except (LLMError, BudgetExceeded) as exc:
         ws.note(f"hypothesis left open ({exc.message}): {statement}")
         return keep(ws, Hypothesis(statement))
@@ -51,7 +65,9 @@ async def test_hypothesis(ws: Workspace, statement: str, against: str) -> None:
     keys = [ws.short[i] for i in ids if i in ws.short and ws.short[i] in pro_keys + con_keys]
     if status != "open" and not keys:
         status = "open"  # a verdict without the passages that decide it settles nothing
-    keep(ws, Hypothesis(statement, status, keys))
+    # The passages that decide it bear it out or contradict it, as the verdict says.
+    refuted = status == "refuted"
+    keep(ws, Hypothesis(statement, status, [] if refuted else keys, keys if refuted else []))
 
 
 def keep(ws: Workspace, hypothesis: Hypothesis) -> None:
@@ -60,6 +76,7 @@ def keep(ws: Workspace, hypothesis: Hypothesis) -> None:
         hypothesis.statement,
         hypothesis.status,
         [ws.short_of(k) for k in hypothesis.evidence],
+        [ws.short_of(k) for k in hypothesis.against],
     )
     ws.deps.run.emit(HypothesisEvent(hypothesis=shown, section=ws.title))
 

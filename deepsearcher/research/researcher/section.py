@@ -1,8 +1,9 @@
 """One researcher: the deep-search loop on its subtask, then a bounded ReAct phase with its own
 tools, then its hypotheses tested for and against.
 
-1. The existing ``DeepSearchAgent`` loop answers the subtask; each cited sentence becomes a
-   finding (no extra call).
+1. The existing ``DeepSearchAgent`` loop answers the subtask: its answer, each sentence cited
+   to the passages that hold it (written by the model or attributed), is the section's prose
+   and each cited sentence a finding (no extra call).
 2. At most ``research.max_tool_steps`` replies of a tool loop (``tool_loop``). The model sees
    short evidence ids (E1, E2...); the ``SectionResult`` carries passage keys that
    ``RunState.merge`` maps to the run's ids.
@@ -20,11 +21,14 @@ from deepsearcher.agents.base import new_answer
 from deepsearcher.options import QueryOptions
 from deepsearcher.research.budget import (
     MIN_RESEARCHER_CALLS,
-    WRITE_RESERVE_CALLS,
     SharedBudgetModel,
 )
 from deepsearcher.research.models import SectionResult, Subtask
-from deepsearcher.research.researcher.evidence import answer_as_finding, findings_from_answer
+from deepsearcher.research.researcher.evidence import (
+    answer_passages,
+    findings_from_answer,
+    section_text,
+)
 from deepsearcher.research.researcher.hypotheses import test_hypothesis
 from deepsearcher.research.researcher.tool_loop import use_tools
 from deepsearcher.research.researcher.workspace import ResearcherDeps, Workspace
@@ -55,15 +59,14 @@ async def research_section(deps: ResearcherDeps, subtask: Subtask, budget: int) 
         return result
     if failed:
         answer, result.degraded = await _answer_again(ws, answer, failed)
+    # Each sentence stands on the passages it cites, written by the model or attributed by
+    # the answer step; a sentence no passage holds is no finding (and is marked in the
+    # report), never one finding on every passage that shares its words.
     findings, evidence = findings_from_answer(answer, ws.title)
-    if not findings:  # no usable [n]: the answer itself, where its passages bear it out
-        findings, evidence = answer_as_finding(answer, ws.title)
-        if findings:
-            ws.note(
-                f"researcher '{ws.title}': its answer cited no passage; kept as one "
-                f"finding on the {len(evidence)} passage(s) that hold its terms"
-            )
     for ev in evidence:
+        ws.add_evidence(ev)
+    passages = answer_passages(answer)
+    for ev in passages:
         ws.add_evidence(ev)
     ws.findings = findings
     if ws.deps.limits.max_tool_steps > 0:
@@ -78,9 +81,14 @@ async def research_section(deps: ResearcherDeps, subtask: Subtask, budget: int) 
         await test_hypothesis(ws, statement, against)
     result.calls += ws.calls
     result.findings, result.hypotheses = ws.findings, ws.hypotheses
+    result.open_questions = ws.questions
+    # The answer's passages first, in its [n] order (the text cites them by position), then
+    # what the tools and hypotheses cite besides.
+    result.text = section_text(answer)
+    keys = {e.id for e in passages}
     cited = {k for f in ws.findings for k in f.evidence}
-    cited |= {k for h in ws.hypotheses for k in h.evidence}
-    result.evidence = [e for k, e in ws.evidence.items() if k in cited]
+    cited |= {k for h in ws.hypotheses for k in (*h.evidence, *h.against)}
+    result.evidence = [*passages, *(e for k, e in ws.evidence.items() if k in cited - keys)]
     return result
 
 
@@ -95,7 +103,7 @@ async def _answer_again(ws: Workspace, first: Answer, failed: str) -> tuple[Answ
     settings.query.max_llm_calls = max(1, ws.left - ws.calls)
     # Alone: no other researcher's request can abort this stream (the first one may have
     # failed that way); the others wait for this one call.
-    model = SharedBudgetModel(ws.deps.run.llm, ws.deps.ctx, WRITE_RESERVE_CALLS)
+    model = SharedBudgetModel(ws.deps.run.llm, ws.deps.ctx)
     answer = new_answer(ws.subtask.question, "deep")
     if ws.calls < ws.left:
         async with ws.deps.gate.alone():

@@ -35,6 +35,7 @@ from deepsearcher.research.researcher.registry import (
 )
 from deepsearcher.research.researcher.registry import object_schema as _args
 from deepsearcher.research.researcher.workspace import Workspace
+from deepsearcher.research.text import is_question
 from deepsearcher.tools.fetch import FetchRefused, extract_main_text, trafilatura_available
 from deepsearcher.tools.web import MAX_PAGE_CHARS, normalize_url
 
@@ -239,16 +240,24 @@ async def _findings(ws: Workspace, args: Mapping[str, Any]) -> str:
         keys = ws.keys_of(item.get("evidence"), f"finding {claim[:40]!r}")
         new.append(Finding(" ".join(claim.split()), keys, ws.title))
     proposed: list[tuple[str, str]] = []
+    asked: list[str] = []
     for h in args.get("hypotheses") or []:
         statement = h.get("statement") if isinstance(h, dict) else h
-        if isinstance(statement, str) and statement.strip() and not copied(statement):
-            against = h.get("against") if isinstance(h, dict) else None
-            counter = against if isinstance(against, str) and not copied(against) else ""
-            proposed.append((" ".join(statement.split()), counter or f"not {statement}"))
+        if not isinstance(statement, str) or not statement.strip() or copied(statement):
+            continue
+        statement = " ".join(statement.split())
+        if is_question(statement):  # a question is a gap to report, not a claim to test
+            asked.append(statement)
+            continue
+        against = h.get("against") if isinstance(h, dict) else None
+        counter = against if isinstance(against, str) and not copied(against) else ""
+        proposed.append((statement, counter or f"not {statement}"))
     ws.findings += new
     ws.proposed = proposed
+    ws.questions += asked
     ws.finished = True
-    return f"{len(new)} finding(s), {len(proposed)} hypothesis(es) recorded"
+    said = f", {len(asked)} question(s) kept as open questions" if asked else ""
+    return f"{len(new)} finding(s), {len(proposed)} hypothesis(es) recorded{said}"
 
 
 def evaluate(expression: str) -> float:

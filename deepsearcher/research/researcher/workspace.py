@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deepsearcher.errors import BudgetExceeded
-from deepsearcher.llm import ChatModel, Completion, Message, ToolSchema
+from deepsearcher.llm import ChatModel, Completion, JsonSchema, Message, ToolSchema
 from deepsearcher.prompting import document_block, escape_attribute, escape_document
-from deepsearcher.research.budget import WRITE_RESERVE_CALLS, CallGate, SharedBudgetModel
+from deepsearcher.research.budget import CallGate, SharedBudgetModel
 from deepsearcher.research.events import ResearchNoteEvent
 from deepsearcher.research.models import (
     Evidence,
@@ -54,15 +54,14 @@ class Workspace:
     findings: list[Finding] = field(default_factory=list)
     hypotheses: list[Hypothesis] = field(default_factory=list)
     proposed: list[tuple[str, str]] = field(default_factory=list)  # (statement, counter query)
+    questions: list[str] = field(default_factory=list)  # proposed as hypotheses, but asked
     web_urls: set[str] = field(default_factory=set)  # fetch only what web_search returned
     calls: int = 0  # LLM calls after the deep search
     finished: bool = False
     _collections: list[str] | None = None
 
     def __post_init__(self) -> None:
-        self.model = SharedBudgetModel(
-            self.deps.run.llm, self.deps.ctx, WRITE_RESERVE_CALLS, self.deps.gate
-        )
+        self.model = SharedBudgetModel(self.deps.run.llm, self.deps.ctx, self.deps.gate)
 
     @property
     def title(self) -> str:
@@ -75,22 +74,31 @@ class Workspace:
     def budget_spent(self) -> bool:
         """The run's budget refuses more calls: the section ends, cut short, as it is."""
         try:
-            self.deps.ctx.check_budget(WRITE_RESERVE_CALLS)
+            self.deps.ctx.check_budget(0)
         except BudgetExceeded:
             return True
         return self.deps.ctx.search_remaining_s() <= 0
 
     async def complete(
-        self, messages: Sequence[Message], *, tools: Sequence[ToolSchema] | None = None
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSchema] | None = None,
+        schema: JsonSchema | None = None,
     ) -> Completion:
-        """One call within the researcher's share and the run's search time."""
+        """One call within the researcher's share and the run's search time; ``schema``
+        constrains the reply where the server can."""
         if self.calls >= self.left:
             raise BudgetExceeded(f"researcher budget of {self.budget} call(s) spent")
         left = self.deps.ctx.search_remaining_s()
         if left <= 0:
             raise BudgetExceeded(self.deps.ctx.time_reason())
         try:
-            completion = await asyncio.wait_for(self.model.complete(messages, tools=tools), left)
+            # Only what is asked for goes along: a ChatModel without these keywords works.
+            options: dict[str, Any] = {"tools": tools} if tools else {}
+            if schema is not None:
+                options["schema"] = schema
+            completion = await asyncio.wait_for(self.model.complete(messages, **options), left)
         except asyncio.TimeoutError:
             raise BudgetExceeded(self.deps.ctx.time_reason()) from None
         self.calls += 1
