@@ -498,12 +498,3 @@ def _one_source(a: Claim, b: Claim) -> bool:
 def gap_query(c: Contradiction) -> str:
     """A search for what settles the contradiction."""
     return f"{c.subject or c.claim_a}: {c.differs}?"
-
-
-def conflicts_text(contradictions: Sequence[Contradiction]) -> str:
-    """The contradictions as a prompt or a note shows them, with their evidence ids."""
-    lines = ["## Conflicting sources"]
-    for c in contradictions:
-        a, b = "".join(f"[{e}]" for e in c.evidence_a), "".join(f"[{e}]" for e in c.evidence_b)
-        lines.append(f"- {c.claim_a} {a} / {c.claim_b} {b}: {c.differs}")
-    return "\n".join(lines)
