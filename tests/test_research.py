@@ -649,3 +649,16 @@ def test_live_view_shows_tool_calls_and_hypotheses_and_prints_model_text_literal
     text = out.getvalue()
     assert '"[/bold] NR-7"' in text and "2 passages" in text
     assert "refuted: [red]x[/] holds" in text and "model said [/] here" in text
+
+
+def test_the_summary_skips_a_line_that_opens_a_list_and_no_sentence_ends_twice() -> None:
+    llm = ScriptedChatModel()
+    _script(llm, plan=[SECTIONS[0]])
+    llm.add_rule(
+        "TASK: answer",
+        "What the NR-7 battery supply involves: [1]\n"
+        "- The NR-7 battery lasts ten hours and is supplied by Kestrel Energy Co. Ltd. [1].",
+    )
+    report, _ = _run(llm, max_revisions=0, max_tool_steps=0)
+    assert report.summary.startswith("The NR-7 battery lasts ten hours"), report.summary
+    assert ".." not in report.to_markdown()

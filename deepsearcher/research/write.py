@@ -13,6 +13,7 @@ attributed afresh: a citation that points at everything checks nothing."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from deepsearcher.agents.attribution import (
@@ -43,6 +44,7 @@ from deepsearcher.research.text import (
 
 NOT_IN_SOURCES = "[not in sources]"
 MAX_CITED = 3  # passages one sentence may cite
+_DOUBLE_STOP = re.compile(r"(\])\.\.(?!\.)")
 
 
 async def write_draft(state: RunState, deps: RunDeps, plan: Plan) -> Draft:
@@ -148,6 +150,8 @@ async def _cited(
         return NOT_IN_SOURCES if n == 0 else f"[{ids[n - 1]}]"
 
     cited_text = with_citations(text, marked, marker=marker, citation=EVIDENCE_REF)
+    # "Co., Ltd. [1]." leaves "Ltd [1].." once the citation moved inside the sentence.
+    cited_text = _DOUBLE_STOP.sub(r"\1.", cited_text)
     return DraftSection(subtask.title, subtask.question, cited_text, unsupported, ids)
 
 
@@ -168,4 +172,9 @@ def _narrowed(s: SentenceSupport, text: str, passages: Sequence[str]) -> Sentenc
 
 
 def _first_cited(section: DraftSection) -> str:
-    return next((s for s in sentences(section.text) if cited_ids(s) and not is_question(s)), "")
+    """The section's first cited statement: not a question, not a line that opens a list."""
+    for sentence in sentences(section.text):
+        claim = claim_of(sentence, EVIDENCE_REF)
+        if cited_ids(sentence) and not is_question(claim) and not claim.endswith(":"):
+            return sentence
+    return ""
