@@ -662,3 +662,16 @@ def test_the_summary_skips_a_line_that_opens_a_list_and_no_sentence_ends_twice()
     report, _ = _run(llm, max_revisions=0, max_tool_steps=0)
     assert report.summary.startswith("The NR-7 battery lasts ten hours"), report.summary
     assert ".." not in report.to_markdown()
+
+
+def test_citations_standing_in_for_text_are_dropped() -> None:
+    """What the 1.5B model wrote at the end of a section: "Actions [3][4]"."""
+    llm = ScriptedChatModel()
+    _script(llm, plan=[SECTIONS[0]])
+    llm.add_rule(
+        "TASK: answer",
+        "The NR-7 battery is supplied by Kestrel Energy [1]. Actions [1][2]\n- [2]\nSee: [1]",
+    )
+    report, _ = _run(llm, max_revisions=0, max_tool_steps=0)
+    (section,) = report.sections
+    assert section.text == "The NR-7 battery is supplied by Kestrel Energy [1].", section.text

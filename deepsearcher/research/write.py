@@ -22,6 +22,7 @@ from deepsearcher.agents.attribution import (
     holds_claim,
     with_citations,
 )
+from deepsearcher.agents.citations import sentence_spans
 from deepsearcher.research.models import (
     Draft,
     DraftSection,
@@ -44,6 +45,7 @@ from deepsearcher.research.text import (
 
 NOT_IN_SOURCES = "[not in sources]"
 MAX_CITED = 3  # passages one sentence may cite
+_EMPTY_ITEM = re.compile(r"^[ \t]*(?:[-*•+]|\d{1,3}[.)])?[ \t]*(?:\n|$)", re.MULTILINE)
 _DOUBLE_STOP = re.compile(r"(\])\.\.(?!\.)")
 
 
@@ -128,6 +130,7 @@ async def _cited(
     attributor: Attributor, subtask: Subtask, text: str, evidence: Sequence[Evidence]
 ) -> DraftSection:
     ids = [e.id for e in evidence]
+    text = _without_fragments(text)
 
     def cited(sentence: str) -> list[int]:
         written = [ids.index(i) + 1 for i in cited_ids(sentence) if i in ids]
@@ -153,6 +156,20 @@ async def _cited(
     # "Co., Ltd. [1]." leaves "Ltd [1].." once the citation moved inside the sentence.
     cited_text = _DOUBLE_STOP.sub(r"\1.", cited_text)
     return DraftSection(subtask.title, subtask.question, cited_text, unsupported, ids)
+
+
+def _without_fragments(text: str) -> str:
+    """``text`` without the citations standing in for text: a heading word or two followed
+    by citations ("Actions [3][4]"), which cites passages for nothing a reader can check."""
+    kept, pos = [], 0
+    for a, b in sentence_spans(text):
+        piece = text[a:b]
+        claim = claim_of(piece, EVIDENCE_REF).strip(" .:-")
+        if EVIDENCE_REF.search(piece) and len(claim.split()) <= 2 and len(key_terms(claim)) < 2:
+            kept.append(text[pos:a].rstrip(" "))
+            pos = b
+    kept.append(text[pos:])
+    return _EMPTY_ITEM.sub("", "".join(kept)).strip()
 
 
 def _narrowed(s: SentenceSupport, text: str, passages: Sequence[str]) -> SentenceSupport:
