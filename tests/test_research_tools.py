@@ -35,8 +35,10 @@ NO_KEY_ENV = "DEEPSEARCHER_TEST_UNSET_KEY"
 
 
 def _run(llm: ScriptedChatModel, settings: Settings | None = None, **request: Any) -> Any:
-    """A run of one researcher's tools: the brief's other question is no revision's gap."""
+    """A run with the tool loop on (off by default), three replies long; the brief's other
+    question is no revision's gap."""
     request.setdefault("max_revisions", 0)
+    request.setdefault("max_tool_steps", 3)
     return _run_research(llm, settings, **request)
 
 
@@ -434,6 +436,7 @@ def _memory_run(server: ScriptedLLMServer, **request: Any) -> tuple[Report, list
 
     async def go() -> list[ResearchEvent]:
         request.setdefault("max_revisions", 0)  # the brief's other questions are no gap here
+        request.setdefault("max_tool_steps", 3)
         req = ResearchRequest("Brief me on the per diem", **request)
         return [e async for e in stream_research(settings, llm, retriever, req)]
 

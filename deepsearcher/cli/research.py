@@ -57,6 +57,22 @@ ConcurrencyOpt = Annotated[
     int | None,
     typer.Option("--concurrency", help="Researchers running at once [research.max_concurrency]."),
 ]
+ToolStepsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-tool-steps",
+        help="Replies of each researcher's tool loop after its deep search; 0: off "
+        "[research.max_tool_steps].",
+    ),
+]
+HypothesesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-hypotheses",
+        help="Hypotheses each researcher tests for and against, when the tool loop is on "
+        "[research.max_hypotheses].",
+    ),
+]
 FiguresOpt = Annotated[
     bool,
     typer.Option(
@@ -93,6 +109,8 @@ def research_command(
     max_revisions: MaxRevisionsOpt = None,
     max_llm_calls: MaxLLMCallsOpt = None,
     concurrency: ConcurrencyOpt = None,
+    max_tool_steps: ToolStepsOpt = None,
+    max_hypotheses: HypothesesOpt = None,
     figures: FiguresOpt = False,
     web: WebOpt = None,
     clarify: ClarifyOpt = None,
@@ -119,6 +137,8 @@ def research_command(
             max_revisions=max_revisions,
             max_llm_calls=max_llm_calls,
             max_concurrency=concurrency,
+            max_tool_steps=max_tool_steps,
+            max_hypotheses=max_hypotheses,
             figures=figures,
             web=web,
         )

@@ -371,15 +371,19 @@ class ResearchSettings(_Section):
         1,
         ge=0,
         le=5,
-        description="Gap-filling rounds after the quality check (research what is missing, "
-        "rewrite the draft); 0 keeps the first draft.",
+        description="Revision rounds after the quality check, only for a must-answer question "
+        "no cited sentence covers or a contradiction not yet researched; 0 keeps the first "
+        "draft.",
     )
     max_concurrency: int = Field(
-        3,
+        1,
         ge=1,
         le=32,
         description="Researchers running at once (their LLM calls still share "
-        "llm.max_concurrency).",
+        "llm.max_concurrency). 1 suits a server that runs one request at a time (llama.cpp, "
+        "Ollama): each section's calls then share the server's prompt cache (a three-section "
+        "brief 2x faster with the local model); raise it for a server that runs requests in "
+        "parallel (vLLM).",
     )
     budget_factor: float = Field(
         4.0,
@@ -404,19 +408,21 @@ class ResearchSettings(_Section):
         "false: the brief records the assumption it made instead.",
     )
     max_tool_steps: int = Field(
-        3,
+        0,
         ge=0,
         le=10,
         description="Replies of each researcher's tool loop after its deep search (search, "
-        "web_search/fetch with web on, calculator with figures on, think, findings); 0: the "
-        "deep search only.",
+        "web_search/fetch with web on, calculator with figures on, think, findings, "
+        "hypotheses); 0 (the default): the deep search only, as a small model gains nothing "
+        "from the loop (docs/research.md).",
     )
     max_hypotheses: int = Field(
         2,
         ge=0,
         le=6,
-        description="Hypotheses each researcher tests, searching for evidence for and against "
-        "each (2 searches and 1 LLM call apiece).",
+        description="Hypotheses each researcher tests when its tool loop proposes them "
+        "(max_tool_steps > 0), searching for evidence for and against each (2 searches and 1 "
+        "LLM call apiece).",
     )
 
 
