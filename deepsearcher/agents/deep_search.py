@@ -159,7 +159,12 @@ class DeepSearchAgent:
             dropped=list(plan.dropped),
         )
         max_iter = or_configured(options.max_iter, q.max_iter)
-        while not s.stopped and (work := self._next_round(s, max_iter)) is not None:
+        # A cut-short run still searches once (no LLM call): the answer gets the passages.
+        while (
+            not (s.stopped or ctx.unreachable)
+            and (s.iteration == 0 or not ctx.cut_short)
+            and (work := self._next_round(s, max_iter)) is not None
+        ):
             async for ev in self._round(ctx, s, work, max_iter):
                 yield ev
         async for ev in self._answer(ctx, s):
