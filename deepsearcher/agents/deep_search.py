@@ -67,7 +67,7 @@ from deepsearcher.types import (
 logger = logging.getLogger(__name__)
 
 _RRF_K = 60  # the usual reciprocal-rank-fusion constant: damps the weight of the top ranks
-_EARLIER_PASSAGES = 3  # best passages of earlier rounds the answer also gets
+_EARLIER_PASSAGES = 2  # best passages of earlier rounds the answer also gets (read cold)
 
 
 @dataclass
