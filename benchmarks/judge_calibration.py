@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import OUT, markdown_table, prepare_imports  # noqa: E402
+from _common import EVAL_DIR, OUT, markdown_table, prepare_imports  # noqa: E402
 
 prepare_imports()
 
@@ -73,7 +73,7 @@ async def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
         environ={},
     )
     ns = argparse.Namespace(
-        sets=args.sets, all=False, limit=args.limit, eval_dir=qsets.EVAL_DIR, subset="both"
+        sets=args.sets, all=False, limit=args.limit, eval_dir=EVAL_DIR, subset="both"
     )
     rows: list[dict[str, Any]] = []
     with DeepSearcher(settings) as ds:
@@ -131,9 +131,7 @@ def report(rows: list[dict[str, Any]], key: str) -> str:
         ]
         for t in candidates
     ]
-    lines.append(
-        markdown_table(["threshold", "gold kept", "other dropped"], table, "rrr")
-    )
+    lines.append(markdown_table(["threshold", "gold kept", "other dropped"], table, "rrr"))
     return "\n".join(lines)
 
 

@@ -129,10 +129,13 @@ class Attributor:
         claims = [claim_of(text[a:b], citation) for a, b in spans]
         written = [tuple(n for n in cited(text[a:b]) if 1 <= n <= len(passages)) for a, b in spans]
         holders = {
-            i: [j for j, p in enumerate(passages) if holds_claim(c, p)]
+            i: [j for j, p in enumerate(passages) if holds_claim(c, p, question)]
             for i, c in enumerate(claims)
             if _needs_source(c)
-            and not (written[i] and holds_claim(c, " ".join(passages[n - 1] for n in written[i])))
+            and not (
+                written[i]
+                and holds_claim(c, " ".join(passages[n - 1] for n in written[i]), question)
+            )
         }
         need = list(holders)
         score, fact = await self.scores(
@@ -176,11 +179,16 @@ class Attributor:
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
-def holds_claim(claim: str, passage: str) -> bool:
-    """The precision guard: the passage holds the claim's numbers and enough of its key
-    terms (``citations.is_supported``)."""
+def _numbers(text: str) -> set[str]:
+    return {re.sub(r"(?<=\d),(?=\d{3}\b)", "", n) for n in _NUMBER.findall(text)}
+
+
+def holds_claim(claim: str, passage: str, question: str = "") -> bool:
+    """The precision guard: the passage holds the claim's numbers (those it adds to
+    ``question``: its fact, not the year the question named) and a third of its key terms
+    (``citations.is_supported``)."""
     folded = re.sub(r"(?<=\d)[,\u202f\u00a0 ](?=\d{3}\b)", "", passage)
-    numbers = [re.sub(r"(?<=\d),(?=\d{3}\b)", "", n) for n in _NUMBER.findall(claim)]
+    numbers = _numbers(claim) - _numbers(question)
     return all(n in folded for n in numbers) and is_supported(claim, passage)
 
 
