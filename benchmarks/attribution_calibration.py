@@ -32,8 +32,7 @@ prepare_imports()
 
 import real_model_sets as qsets  # noqa: E402
 
-from deepsearcher.agents.attribution import Attributor  # noqa: E402
-from deepsearcher.agents.attribution import holds_claim  # noqa: E402
+from deepsearcher.agents.attribution import Attributor, holds_claim  # noqa: E402
 from deepsearcher.config import load_settings  # noqa: E402
 from deepsearcher.searcher import DeepSearcher  # noqa: E402
 

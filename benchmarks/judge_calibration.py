@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import EVAL_DIR, OUT, markdown_table, prepare_imports  # noqa: E402
+from _common import EVAL_DIR, OUT, markdown_table, prepare_imports
 
 prepare_imports()
 
@@ -104,7 +104,10 @@ async def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
                 rows.append(row)
                 print(f"{row['id']}: {sum(row['gold'])} gold of {len(hits)}", file=sys.stderr)
                 if args.json_out:
-                    Path(args.json_out).write_text(json.dumps(rows), encoding="utf-8")
+                    # Off the event loop: the next question's calls keep running meanwhile.
+                    await asyncio.to_thread(
+                        Path(args.json_out).write_text, json.dumps(rows), encoding="utf-8"
+                    )
     return rows
 
 

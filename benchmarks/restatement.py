@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import EVAL_DIR, ROOT, markdown_table, prepare_imports  # noqa: E402
+from _common import EVAL_DIR, ROOT, markdown_table, prepare_imports
 
 prepare_imports()
 

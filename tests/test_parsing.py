@@ -166,9 +166,7 @@ PLAN = [
 def test_complete_parsed_retries_once_with_the_problem(llm_server: ScriptedLLMServer) -> None:
     llm_server.add_fault("garbage")
     usage = Usage()
-    result = asyncio.run(
-        complete_parsed(_model(llm_server), PLAN, parse_str_list, usage=usage)
-    )
+    result = asyncio.run(complete_parsed(_model(llm_server), PLAN, parse_str_list, usage=usage))
 
     assert result == ["Who owns billing?"]
     assert usage.llm_calls == 2 and usage.prompt_tokens > 0
