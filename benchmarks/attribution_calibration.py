@@ -7,14 +7,14 @@ to the passage that holds its evidence, at each threshold.
 No LLM: for every question with a gold answer, the sentence an answer would write ("<the
 question, as a statement>: <gold answer>.") is scored against the passages the question
 retrieves (the real retriever and embedder, the collections ``benchmarks/real_model.py``
-loads), by the project's ``Attributor`` (0.9 x cosine + 0.1 x key-term overlap) and its
-precision guard (the passage holds the sentence's numbers and a third of its key terms).
+loads), by the project's ``Attributor`` (0.9 x cosine + 0.1 x key-term overlap, the passage
+holding the sentence's own fact first) and its precision guard (``holds_claim``: the passage
+holds the sentence's numbers and a third of its key terms).
 
 A passage is gold when it holds the question's evidence strings (``real_model.py``'s rule).
-For each threshold: how many sentences got a citation (coverage), how many of those cite a
-gold passage first (precision), and how many sentences whose gold passage was retrieved got
-it (recall). The default threshold is the lowest one whose precision is within a point of the
-best while recall stays highest.
+For each threshold: how many sentences got a citation, how many of those cite a gold passage
+first, and of the questions whose gold passage was retrieved, how many cite it first. The
+default threshold is the highest that keeps the last figure at its best.
 """
 
 from __future__ import annotations
@@ -26,14 +26,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import OUT, markdown_table, prepare_imports
+from _common import EVAL_DIR, OUT, markdown_table, prepare_imports
 
 prepare_imports()
 
 import real_model_sets as qsets  # noqa: E402
 
-from deepsearcher.agents.attribution import Attributor  # noqa: E402
-from deepsearcher.agents.citations import is_supported  # noqa: E402
+from deepsearcher.agents.attribution import Attributor, holds_claim  # noqa: E402
 from deepsearcher.config import load_settings  # noqa: E402
 from deepsearcher.searcher import DeepSearcher  # noqa: E402
 
@@ -49,9 +48,7 @@ async def collect(args: argparse.Namespace) -> list[dict[str, object]]:
         overrides={"vector_store": {"uri": str(args.db)}, "cache": {"enabled": False}},
         environ={},
     )
-    ns = argparse.Namespace(
-        sets=args.sets, all=True, limit=None, eval_dir=qsets.EVAL_DIR, subset="both"
-    )
+    ns = argparse.Namespace(sets=args.sets, all=True, limit=None, eval_dir=EVAL_DIR, subset="both")
     sets = qsets.load_sets(ns)
     rows: list[dict[str, object]] = []
     with DeepSearcher(settings) as ds:
@@ -74,7 +71,7 @@ async def collect(args: argparse.Namespace) -> list[dict[str, object]]:
                         "gold": [h.id in gold for h in hits],
                         "scores": [float(x) for x in score[0]],
                         "fact": [float(x) for x in fact[0]],
-                        "guard": [is_supported(sentence, h.text) for h in hits],
+                        "guard": [holds_claim(sentence, h.text, q.question) for h in hits],
                     }
                 )
     return rows
@@ -104,7 +101,12 @@ def table(rows: list[dict[str, object]]) -> str:
                 f"{found / reachable:.2f}" if reachable else "–",
             ]
         )
-    header = ["threshold", "sentences cited", "precision (gold first)", "recall (gold found)"]
+    header = [
+        "threshold",
+        "sentences cited",
+        "gold passage cited first (of all cited)",
+        "gold passage cited first (where one was retrieved)",
+    ]
     return markdown_table(header, out, "rrrr")
 
 

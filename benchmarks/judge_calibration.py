@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import OUT, markdown_table, prepare_imports
+from _common import EVAL_DIR, OUT, markdown_table, prepare_imports
 
 prepare_imports()
 
@@ -73,7 +73,7 @@ async def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
         environ={},
     )
     ns = argparse.Namespace(
-        sets=args.sets, all=False, limit=args.limit, eval_dir=qsets.EVAL_DIR, subset="both"
+        sets=args.sets, all=False, limit=args.limit, eval_dir=EVAL_DIR, subset="both"
     )
     rows: list[dict[str, Any]] = []
     with DeepSearcher(settings) as ds:
@@ -104,9 +104,10 @@ async def collect(args: argparse.Namespace) -> list[dict[str, Any]]:
                 rows.append(row)
                 print(f"{row['id']}: {sum(row['gold'])} gold of {len(hits)}", file=sys.stderr)
                 if args.json_out:
-                    # Kept after each question, so a run stopped midway keeps what it measured.
-                    out, text = Path(args.json_out), json.dumps(rows)
-                    await asyncio.to_thread(out.write_text, text, encoding="utf-8")
+                    # Off the event loop: the next question's calls keep running meanwhile.
+                    await asyncio.to_thread(
+                        Path(args.json_out).write_text, json.dumps(rows), encoding="utf-8"
+                    )
     return rows
 
 

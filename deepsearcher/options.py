@@ -75,7 +75,7 @@ class QueryOptions:
     collections: Sequence[str] | None = None  # search only these (default: all, or routed)
     top_k: int | None = None  # chunks per query (query.top_k)
     max_iter: int | None = None  # deep: search iterations (query.max_iter)
-    rerank: str | None = None  # deep: "llm", "llm-batch" or "none" (query.rerank)
+    rerank: str | None = None  # deep: "lookup", "llm", "llm-batch" or "none" (query.rerank)
     web: bool | None = None  # deep: also search the web (web_search.enabled)
     timeout_s: float | None = None  # the run's time budget (query.timeout_s)
     # Names the time budget in the "cut short" note, when it is not query.timeout_s (the

@@ -223,7 +223,7 @@ def _plan_reply(text: str) -> str:
     return json.dumps({"steps": steps[: int(limit.group(1))] if limit else steps})
 
 
-def _extract_reply(text: str) -> str:
+def _extract_reply(text: str, judge: str = "") -> str:
     """The lookup's answer from the passage sharing most content words with the lookup: for
     "who" a run of capitalised words (a name), else the first words of its first sentence."""
     lookup = _line_value(text, "Lookup")
@@ -233,8 +233,11 @@ def _extract_reply(text: str) -> str:
         for n, body in _documents(text)
     ]
     best = max(scored, key=lambda t: t[0], default=(0, "", ""))
+    # query.rerank "lookup": the same call names the useful passages (its verdicts).
+    judging = '"useful"' in outside_documents(text)
+    useful = {"useful": _useful_documents(text, judge)} if judging else {}
     if not best[0]:
-        return json.dumps({"answer": "", "document": 0})
+        return json.dumps({"answer": "", "document": 0, **useful})
     _, n, body = best
     names = re.findall(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b", body)
     if lookup.lower().startswith("who") and names:
@@ -245,7 +248,16 @@ def _extract_reply(text: str) -> str:
             sentences, key=lambda t: len(keywords & set(re.findall(r"[a-z0-9]+", t.lower())))
         )
         answer = " ".join(sentence.split()[:8]).rstrip(".,;:")
-    return json.dumps({"answer": answer, "document": int(n or 1)})
+    return json.dumps({"answer": answer, "document": int(n or 1), **useful})
+
+
+def _useful_documents(text: str, judge: str) -> list[int]:
+    """The documents a lookup call names useful: by the default judge, or every one / none
+    for ``keep_everything`` / ``strict_judge``."""
+    verdicts = judge_relevance(text)
+    if judge:
+        verdicts = [judge == "YES"] * len(verdicts)
+    return [n for n, kept in enumerate(verdicts, start=1) if kept]
 
 
 def _answer_reply(text: str, style: str) -> str:
@@ -264,7 +276,7 @@ def _answer_reply(text: str, style: str) -> str:
     return f"{sentence} [1]"
 
 
-def default_reply(req: Request, answer_style: str = "") -> str:
+def default_reply(req: Request, answer_style: str = "", judge: str = "") -> str:
     """Deterministic replies per prompt task; see the module docstring."""
     text = _task_message(req)
     task = _task_line(text)
@@ -276,7 +288,7 @@ def default_reply(req: Request, answer_style: str = "") -> str:
             return verdicts[0] if verdicts else "NO"
         return json.dumps(verdicts)
     if task == "extract":
-        return _extract_reply(text)
+        return _extract_reply(text, judge)
     if task == "reflect":
         return "[]"
     if task == "answer":
@@ -503,7 +515,8 @@ class ScriptedLLMServer:
             word = "NO" if self.strict_judge else "YES"
             count = len(judged_passages(_task_message(req)))
             return fault, word if task == "judge" else json.dumps([word] * count), latency
-        return fault, default_reply(req, self.answer_style), latency
+        judge = "NO" if self.strict_judge else "YES" if self.keep_everything else ""
+        return fault, default_reply(req, self.answer_style, judge), latency
 
     def _enter(self) -> None:
         with self._lock:

@@ -100,12 +100,13 @@ def test_the_plan_is_capped_at_four_lookups() -> None:
     llm = ScriptedChatModel()
     many = [f"robot question number {i}" for i in range(9)]
     _script(llm, plan=many, judge="NO")
-    answer, events = _run(_deep(llm, max_iter=1), "Tell me about the robot")
+    question = "What is the robot, and which office builds it?"  # two parts: a plan
+    answer, events = _run(_deep(llm, max_iter=1), question)
     plan = next(e for e in events if e.type == "plan")
     assert plan.steps == many[:4] and len(answer.hops) == 4
     first = next(e for e in events if e.type == "sub_queries")
     # The question itself first, then the lookups, at most 4 queries a round.
-    assert first.queries == ["Tell me about the robot", *many[:3]]
+    assert first.queries == [question, *many[:3]]
     assert [e.query for e in events if e.type == "search"] == first.queries
     assert "at most 4" in llm.calls("plan")[0][-1]["content"]
 
@@ -204,7 +205,7 @@ def test_spent_budget_answers_from_what_was_found() -> None:
     llm = ScriptedChatModel()
     _script(llm, plan=["robot office travel"], answer="From what was found [1].")
     agent = _deep(llm, max_iter=3, top_k=6, max_llm_calls=3, rerank="llm")
-    answer, events = _run(agent, "Tell me about robots and offices")
+    answer, events = _run(agent, "What do the robots carry, and where are the offices?")
     assert answer.cut_short == "LLM call budget of 3 reached"
     assert answer.usage.llm_calls <= 3
     notes = [e.message for e in events if e.type == "note"]

@@ -30,6 +30,9 @@ def _with_llm(settings: Settings, server: ScriptedLLMServer, **query: Any) -> Se
     # The four small documents leave the default judge few passages to keep; these tests are
     # about other steps, so the evidence floor is off unless a test sets it.
     s.query.min_evidence = 0
+    # The judge's own calls; "lookup" (the default: verdicts from the lookup's call) is
+    # covered in test_deep_search_hops.py.
+    query.setdefault("rerank", "llm-batch")
     for key, value in query.items():
         setattr(s.query, key, value)
     return s
@@ -91,12 +94,13 @@ def test_sub_queries_are_capped(
     many = [f"query number {i} about robots" for i in range(9)]
     llm_server.add_rule("TASK: plan", json.dumps({"steps": many}))
     ds = make_searcher(_with_llm(loaded, llm_server, max_sub_queries=4, max_iter=1))
-    answer, events = _run(ds, "Tell me about robots")
+    question = "What robots are there, and what do they carry?"  # two parts: a plan
+    answer, events = _run(ds, question)
     plan = next(e for e in events if e.type == "plan")
     assert plan.steps == many[:4]  # at most query.max_sub_queries lookups
     first = next(e for e in events if e.type == "sub_queries")
     # The question itself is searched first; the round holds at most 4 queries.
-    assert first.queries == ["Tell me about robots", *many[:3]]
+    assert first.queries == [question, *many[:3]]
     assert answer.sub_queries == first.queries
     assert len([e for e in events if e.type == "search"]) == 4
 
@@ -168,11 +172,12 @@ def test_verdicts_run_concurrently(
 def test_budget_stop_answers_with_what_it_has(
     loaded: Settings, llm_server: ScriptedLLMServer, make_searcher: Any
 ) -> None:
-    # plan, verdicts, then the lookup's answer would leave the answer no call: cut short.
-    ds = make_searcher(_with_llm(loaded, llm_server, max_llm_calls=3, top_k=5))
+    # One lookup: no plan call. The verdicts, then the lookup's answer would leave the answer
+    # no call: cut short.
+    ds = make_searcher(_with_llm(loaded, llm_server, max_llm_calls=2, top_k=5))
     answer, events = _run(ds, "What does the Lyon office have?")
     assert answer.cut_short and "budget" in answer.cut_short
-    assert answer.usage.llm_calls <= 3
+    assert answer.usage.llm_calls <= 2
     assert llm_server.count("answer") == 1 and answer.answer
     assert any(e.type == "note" and "cut short" in e.message for e in events)
     assert "cut short" in llm_server.requests[-1]["messages"][-1]["content"]
@@ -334,7 +339,7 @@ def test_routing_makes_one_call_per_question(
 
     llm_server.add_rule("TASK: route", route)
     llm_server.add_rule(lambda r: task_of(r) == "plan", plan)
-    answer, _ = _run(ds, "What is the international per diem and the robot payload?")
+    answer, _ = _run(ds, "What is the international per diem, and what is the robot payload?")
     assert llm_server.count("route") == 1
     assert overlapped == [True]
     assert answer.sources and {s.collection for s in answer.sources} == {"policies"}
@@ -687,10 +692,10 @@ def test_usage_is_estimated_and_binds_when_the_server_sends_none_in_streams(
     assert answer.to_dict()["usage"]["estimated"] is True
 
     # The token budget binds on estimated counts too.
-    tight = make_searcher(_with_llm(loaded, llm_server, max_tokens=400))
+    tight = make_searcher(_with_llm(loaded, llm_server, max_tokens=100))
     llm_server.add_rule("TASK: judge", lambda r: "YES")
     cut, _ = _run(tight, "Who is the office manager in Austin?")
-    assert cut.cut_short == "token budget of 400 reached"
+    assert cut.cut_short == "token budget of 100 reached"
 
 
 def test_a_reply_copying_the_prompt_example_is_never_searched(
@@ -698,9 +703,10 @@ def test_a_reply_copying_the_prompt_example_is_never_searched(
 ) -> None:
     llm_server.copy_examples = True
     ds = make_searcher(_with_llm(loaded, llm_server, max_iter=2))
-    answer, _ = _run(ds, "Who is the office manager in Austin?")
+    question = "Who is the office manager in Austin, and what does the Lyon office have?"
+    answer, _ = _run(ds, question)
     assert not any("<" in q or "as strings" in q for q in answer.sub_queries)
-    assert answer.sub_queries[0] == "Who is the office manager in Austin?"
+    assert answer.sub_queries[0] == question
     assert any(
         n.startswith("planning failed") and "copy the examples" in n for n in answer.notes
     ), answer.notes

@@ -58,7 +58,11 @@ def chain(
             text = req["messages"][-1]["content"]
             docs = re.findall(r"<document[^>]*>\n(.*?)\n</document>", text, re.S)
             n = next((i for i, d in enumerate(docs, start=1) if answer in d), 0)
-            return json.dumps({"answer": answer if n else "", "document": n})
+            reply = {"answer": answer if n else "", "document": n}
+            if '"useful"' in outside_documents(text):  # query.rerank "lookup": its verdicts
+                every = llm_server.keep_everything
+                reply["useful"] = [i for i in range(1, len(docs) + 1) if every or i == n]
+            return json.dumps(reply)
 
         return reply
 
@@ -147,7 +151,8 @@ def test_an_answer_asked_again_that_states_the_last_hop_is_taken(
 def test_restated_lookups_are_not_searched(
     tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
 ) -> None:
-    q = "What was the May 2025 yield of production line 2 in Västerås?"
+    # Two parts, so the plan is asked (a one-part question is its own plan).
+    q = "What was the May 2025 yield of production line 2 in Västerås, and what was it in June?"
     paraphrases = [
         q.replace(" in ", " at "),
         q.replace("?", "'s factory?"),
@@ -172,23 +177,42 @@ def test_restated_lookups_are_not_searched(
 # -- one-shot cost when one shot suffices ---------------------------------------------------
 
 
-def test_a_question_one_retrieval_answers_costs_four_calls_over_one_prefix(
+def test_a_question_one_retrieval_answers_costs_two_calls_over_one_prefix(
     tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
 ) -> None:
     ds = make_searcher(_settings(settings, llm_server))
     ds.load([write_docs(tmp_path / "d")], "docs")
-    answer, _events = _run(ds, "How often do administrator passwords change?")
+    answer, events = _run(ds, "How often do administrator passwords change?")
+    # One lookup: no plan call; the lookup's call gives the verdicts (query.rerank "lookup").
     tasks = [task_of(r) for r in llm_server.requests]
-    assert tasks == ["plan", "judge-batch", "extract", "answer"], tasks
-    assert answer.usage.llm_calls == 4 and answer.iterations == 1
-    # The verdicts, the lookup and the answer read the same passages first: a server with
-    # prefix caching reads them once.
-    judge, extract, write = (_prompt(r) for r in llm_server.requests[1:])
-    head = judge[: judge.index("TASK:")]
+    assert tasks == ["extract", "answer"], tasks
+    assert answer.usage.llm_calls == 2 and answer.iterations == 1
+    assert next(e for e in events if e.type == "plan").steps == [answer.question]
+    verdicts = [e for e in events if e.type == "verdict"]
+    assert verdicts and any(v.kept for v in verdicts) and not all(v.kept for v in verdicts)
+    assert answer.chunks_kept == sum(v.kept for v in verdicts)
+    # The lookup and the answer read the same passages first: a server with prefix caching
+    # reads them once.
+    extract, write = (_prompt(r) for r in llm_server.requests)
+    head = extract[: extract.index("TASK:")]
     assert head.startswith("Documents:\n\n<document") and head.count("<document") >= 2
-    assert extract.startswith(head) and write.startswith(head)
+    assert write.startswith(head)
     assert answer.first_token_s is not None and 0 < answer.first_token_s <= answer.seconds
     assert answer.to_dict()["first_token_s"] == round(answer.first_token_s, 3)
+
+
+def test_a_lookup_that_names_no_passage_useful_judges_nothing_away(
+    tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
+) -> None:
+    llm_server.strict_judge = True  # the lookup's call lists no document as useful
+    ds = make_searcher(_settings(settings, llm_server, top_k=4, min_evidence=2))
+    ds.load([write_docs(tmp_path / "d")], "docs")
+    answer, _events = _run(ds, "How often do administrator passwords change?")
+    assert answer.chunks_dropped == answer.chunks_retrieved > 0  # reported ...
+    write = next(_prompt(r) for r in llm_server.requests if task_of(r) == "answer")
+    assert write.count("<document") == answer.chunks_retrieved  # ... and nothing thrown away
+    assert any("dropped all" in n and "ranked by retrieval" in n for n in answer.notes)
+    assert not any(s.verified for s in answer.sources)
 
 
 def test_a_judge_that_keeps_every_passage_is_asked_once(
@@ -197,7 +221,10 @@ def test_a_judge_that_keeps_every_passage_is_asked_once(
     llm_server.keep_everything = True
     answer, _events = _run(chain, POLICY)
     assert answer.iterations == 2
-    assert llm_server.count("judge-batch") == 1  # the second round is ranked by retrieval
+    # The first round's verdicts (from its lookup's call) kept everything: the second
+    # round's lookup is not asked for verdicts again.
+    judged = [_prompt(r) for r in llm_server.requests if task_of(r) == "extract"]
+    assert ['"useful"' in outside_documents(p) for p in judged] == [True, False]
     assert any("kept all" in n and "no further verdicts" in n for n in answer.notes)
     assert not any(s.verified for s in answer.sources)
 

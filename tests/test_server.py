@@ -105,6 +105,38 @@ def test_follow_up_is_rewritten_with_one_call(serve: Serve, llm_server: Scripted
     assert llm_server.count("rewrite") == 1
 
 
+def test_every_front_end_shows_attributed_citations_and_the_hop_chain(
+    serve: Serve, llm_server: ScriptedLLMServer, root: Path
+) -> None:
+    # A small model that writes no [n]: the answer is attributed, and every wire says so.
+    llm_server.answer_style = "no-markers"
+    url = serve()
+    body = httpx.post(f"{url}/v1/query", json={"question": QUESTION}, timeout=60).json()
+    assert body["evidence"] == "attributed" and re.search(r"\[\d+\]", body["answer"])
+    assert body["sources"] and all(s["attributed"] for s in body["sources"])
+    assert [h["status"] for h in body["hops"]] == ["answered"]
+    assert body["hops"][0]["source"] == "travel.md"  # a public path, as the sources show
+    assert str(root) not in json.dumps(body)
+    content = _chat(url, [{"role": "user", "content": QUESTION}]).choices[0].message.content
+    assert re.search(r"\n\nSources:\n\[\d+\] travel\.md \(attributed\)", content)
+    chunks = list(
+        _client(url).chat.completions.create(
+            model="deepsearcher",
+            messages=[{"role": "user", "content": QUESTION + " "}],  # not the cached one
+            stream=True,
+        )
+    )
+    final = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop")
+    assert re.search(r"\[\d+\]", final.model_extra["answer"])
+    events = [
+        c.model_extra["deepsearcher_event"]
+        for c in chunks
+        if c.model_extra.get("deepsearcher_event")
+    ]
+    lookups = [e for e in events if e["type"] == "hop"]
+    assert lookups and lookups[0]["text"].startswith("lookup 1: ")  # worded for the page
+
+
 def test_streaming_matches_the_plain_answer(serve: Serve) -> None:
     url = serve()
     plain = _chat(url, [{"role": "user", "content": QUESTION}]).choices[0].message.content

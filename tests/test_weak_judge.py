@@ -31,6 +31,9 @@ def _agent(llm: ScriptedChatModel, naive: bool = False, **query: Any) -> Any:
     # The bag-of-words test embedder has its own cosine scale: attribution rests on its
     # term checks here (test_attribution.py covers the threshold with the real embedder).
     settings.query.attribution_threshold = 0.0
+    # The judge's own calls (the default, "lookup", takes verdicts from the lookup's call:
+    # test_deep_search_hops.py covers it).
+    query.setdefault("rerank", "llm-batch")
     for key, value in query.items():
         section = settings.llm if key == "llm_judge_threshold" else settings.query
         setattr(section, key.removeprefix("llm_"), value)
@@ -223,13 +226,13 @@ def test_yes_no_margin_reads_spellings_and_bounds_a_missing_side() -> None:
 
 def test_plan_verdicts_lookups_and_reflection_ask_for_a_schema() -> None:
     llm = ScriptedChatModel()
-    llm.add_rule("TASK: plan", '{"steps": ["What does the robot carry?"]}')
+    llm.add_rule("TASK: plan", '{"steps": ["What does the robot carry?", "How fast does it go?"]}')
     llm.add_rule("TASK: judge", '{"verdicts": ["YES", "NO", "YES"]}')
     llm.add_rule("TASK: extract", '{"answer": "", "document": 0}')
     llm.add_rule("TASK: reflect", '{"queries": []}')
     llm.add_rule("TASK: answer", "Twelve kilograms [1].")
     agent = _agent(llm, max_iter=2, top_k=3)
-    _run(agent, "What does the robot carry?")
+    _run(agent, "What does the robot carry, and how fast does it go?")  # two parts: a plan
     names = {s.name for s in llm.schemas if s is not None}
     assert names == {"steps", "verdicts", "extracted", "queries"}
 
@@ -245,10 +248,11 @@ def test_a_plan_copying_the_example_is_refused_and_asked_again() -> None:
     llm.add_rule("TASK: judge", lambda p: json.dumps(["YES"] * len(DOCUMENT.findall(p))))
     llm.add_rule("TASK: extract", '{"answer": "twelve kilograms", "document": 1}')
     llm.add_rule("TASK: answer", "Twelve kilograms [1].")
-    answer, _ = _run(_agent(llm, max_iter=1, top_k=3), "What is the NR-7 payload?")
+    question = "What is the NR-7 payload, and what does it weigh?"  # two parts: a plan
+    answer, _ = _run(_agent(llm, max_iter=1, top_k=3), question)
     retry = llm.calls("plan")[1][-1]["content"]
     assert "copy the examples" in retry
-    assert answer.sub_queries == ["What is the NR-7 payload?"]
+    assert answer.sub_queries == [question, "What is the NR-7 payload?"]
     assert [h.question for h in answer.hops] == ["What is the NR-7 payload?"]
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
 
 from deepsearcher.agents.answer import passages_block, write_answer
 from deepsearcher.agents.attribution import Attributor
@@ -41,8 +40,8 @@ from deepsearcher.agents.judge import (
     verdict_notes,
 )
 from deepsearcher.agents.naive_rag import retrieval_only
-from deepsearcher.agents.plan import Plan, plan_question, restates
-from deepsearcher.agents.queries import standalone
+from deepsearcher.agents.plan import Plan, plan_question
+from deepsearcher.agents.rounds import SearchState, Work, next_round
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.llm import ChatModel
@@ -52,9 +51,7 @@ from deepsearcher.run_context import RunContext
 from deepsearcher.tools.web import WebSearchTool
 from deepsearcher.types import (
     EVIDENCE_NOTE,
-    Answer,
     Event,
-    Hit,
     Hop,
     HopEvent,
     PlanEvent,
@@ -67,43 +64,6 @@ from deepsearcher.types import (
 logger = logging.getLogger(__name__)
 
 _RRF_K = 60  # the usual reciprocal-rank-fusion constant: damps the weight of the top ranks
-_EARLIER_PASSAGES = 3  # best passages of earlier rounds the answer also gets
-
-
-@dataclass
-class _Search:
-    """One question's loop: its plan, what it searched, retrieved, judged and found."""
-
-    question: str
-    answer: Answer
-    collections: list[str]
-    top_k: int
-    rerank: str
-    hops: list[Hop]
-    queries: list[str] = field(default_factory=list)  # every query searched, in order
-    retrieved: dict[str, Hit] = field(default_factory=dict)  # every passage, by id
-    fused: dict[str, float] = field(default_factory=dict)  # chunk id -> RRF over all queries
-    verdicts: dict[str, bool] = field(default_factory=dict)  # chunk id -> kept
-    docs: list[Hit] = field(default_factory=list)  # the last round's passages, prompt order
-    hits_of: dict[int, Hit] = field(default_factory=dict)  # hop -> the passage it came from
-    gaps: dict[int, list[str]] = field(default_factory=dict)  # hop -> reflection's queries
-    searched: set[int] = field(default_factory=set)  # hops whose query was searched
-    tried: set[int] = field(default_factory=set)  # hops whose answer was looked for
-    judge_off: bool = False  # verdicts told nothing apart: later rounds rank by retrieval
-    iteration: int = 0
-    stopped: bool = False  # a step ended the loop (budget, unreachable LLM)
-
-    def answers(self) -> dict[int, str]:
-        return {h.index: h.answer for h in self.hops if h.status == "answered"}
-
-
-@dataclass
-class _Work:
-    """A round: the queries to search (none: the last round's passages serve) and the hops
-    whose answers to extract from its passages."""
-
-    queries: list[str]
-    hops: list[Hop]
 
 
 class DeepSearchAgent:
@@ -152,14 +112,19 @@ class DeepSearchAgent:
             Hop(i, step.question, depends_on=list(step.depends_on))
             for i, step in enumerate(plan.steps, start=1)
         ]
-        s = _Search(question, new_answer(question, "deep"), names, top_k, rerank, hops)
+        s = SearchState(question, new_answer(question, "deep"), names, top_k, rerank, hops)
         yield PlanEvent(
             steps=[h.question for h in hops],
             depends_on=[h.depends_on for h in hops],
             dropped=list(plan.dropped),
         )
         max_iter = or_configured(options.max_iter, q.max_iter)
-        while not s.stopped and (work := self._next_round(s, max_iter)) is not None:
+        # A cut-short run still searches once (no LLM call): the answer gets the passages.
+        while (
+            not (s.stopped or ctx.unreachable)
+            and (s.iteration == 0 or not ctx.cut_short)
+            and (work := next_round(s, max_iter, self.settings.query.max_sub_queries)) is not None
+        ):
             async for ev in self._round(ctx, s, work, max_iter):
                 yield ev
         async for ev in self._answer(ctx, s):
@@ -189,56 +154,10 @@ class DeepSearchAgent:
             )
         return names, plan, events
 
-    # -- 2. the next round's work ---------------------------------------------------------------
-
-    def _next_round(self, s: _Search, max_iter: int) -> _Work | None:
-        """The queries and hops of the next round: the first round searches the question and
-        every lookup that depends on nothing; later ones the lookups whose answers are now
-        known, and reflection's queries for a lookup that found nothing. A query that
-        restates one already searched is not searched again: its lookup is answered from the
-        passages at hand. None when nothing is left (or no search round is left)."""
-        answers = s.answers()
-        work = _Work([], [])
-        if s.iteration == 0:
-            work.queries.append(s.question)
-        for hop in s.hops:
-            if hop.status == "answered" or hop.status == "skipped":
-                continue
-            if any(d not in answers for d in hop.depends_on):
-                if any(self._finished(s, d) for d in hop.depends_on if d not in answers):
-                    hop.status = "skipped"  # what it needs was not found
-                continue
-            if hop.index in s.gaps:
-                work.queries += s.gaps.pop(hop.index)
-                work.hops.append(hop)
-            elif hop.index not in s.searched:
-                hop.query = resolve(hop.question, answers)
-                if not hop.depends_on:
-                    hop.query = standalone(hop.query, s.question)
-                s.searched.add(hop.index)
-                if not any(restates(hop.query, q) for q in [*s.queries, *work.queries]):
-                    work.queries.append(hop.query)
-                work.hops.append(hop)
-        work.queries = work.queries[: self.settings.query.max_sub_queries]
-        if not work.hops and not work.queries:
-            return None
-        if work.queries and s.iteration >= max_iter:
-            for hop in work.hops:
-                hop.status = "skipped"  # no search round left for it
-            return None
-        return work
-
-    def _finished(self, s: _Search, index: int) -> bool:
-        """Whether hop ``index`` ended without an answer (nothing more will be tried)."""
-        hop = s.hops[index - 1]
-        return hop.status == "skipped" or (
-            hop.index in s.tried and hop.index not in s.gaps and hop.status != "answered"
-        )
-
     # -- 3. one round -------------------------------------------------------------------------
 
     async def _round(
-        self, ctx: RunContext, s: _Search, work: _Work, max_iter: int
+        self, ctx: RunContext, s: SearchState, work: Work, max_iter: int
     ) -> AsyncIterator[Event]:
         if work.queries:
             async for ev in self._search(ctx, s, work.queries):
@@ -247,15 +166,19 @@ class DeepSearchAgent:
                 return
             async for ev in self._judge(ctx, s, work.queries):
                 yield ev
+        useful: list[frozenset[int]] = []  # the lookups' YES verdicts (query.rerank: lookup)
         for hop in work.hops:
             if s.stopped or ctx.cut_short or ctx.unreachable:
                 hop.status = "skipped"
                 continue
-            async for ev in self._extract(ctx, s, hop, max_iter):
+            async for ev in self._extract(ctx, s, hop, max_iter, useful):
+                yield ev
+        if useful:
+            async for ev in self._lookup_verdicts(ctx, s, useful):
                 yield ev
 
     async def _search(
-        self, ctx: RunContext, s: _Search, queries: list[str]
+        self, ctx: RunContext, s: SearchState, queries: list[str]
     ) -> AsyncIterator[Event]:
         """One embedding batch, the collections in parallel, the web alongside when on. Sets
         ``s.docs`` to the round's best passages, fused over its queries."""
@@ -290,9 +213,11 @@ class DeepSearchAgent:
 
     # -- 4. judge the round's passages (one batched call, or one call each) -----------------
 
-    async def _judge(self, ctx: RunContext, s: _Search, queries: list[str]) -> AsyncIterator[Event]:
+    async def _judge(
+        self, ctx: RunContext, s: SearchState, queries: list[str]
+    ) -> AsyncIterator[Event]:
         fresh = [(n, h) for n, h in enumerate(s.docs, start=1) if h.id not in s.verdicts]
-        if not fresh or s.rerank == "none" or s.judge_off:
+        if not fresh or s.rerank in ("none", "lookup") or s.judge_off:
             return
         documents = passages_block(s.docs)
         if s.rerank == "llm-batch":
@@ -321,6 +246,14 @@ class DeepSearchAgent:
         finally:
             for t in tasks:
                 t.cancel()
+        async for ev in self._record(ctx, s, got):
+            yield ev
+
+    async def _record(
+        self, ctx: RunContext, s: SearchState, got: list[Verdict]
+    ) -> AsyncIterator[Event]:
+        """The verdicts on passages not judged before: counted, shown, and checked for
+        whether they tell anything apart."""
         new = [v for v in got if v.hit.id not in s.verdicts]
         for v in new:
             if v.relevant is None:
@@ -334,7 +267,17 @@ class DeepSearchAgent:
         for ev in self._verdict_notes(ctx, s, new):
             yield ev
 
-    def _verdict_notes(self, ctx: RunContext, s: _Search, new: list[Verdict]) -> list[Event]:
+    async def _lookup_verdicts(
+        self, ctx: RunContext, s: SearchState, useful: list[frozenset[int]]
+    ) -> AsyncIterator[Event]:
+        """The round's verdicts from its lookups' calls: a passage one of them named useful
+        is YES, the others NO."""
+        named = frozenset().union(*useful)
+        got = [Verdict(h, n in named) for n, h in enumerate(s.docs, start=1)]
+        async for ev in self._record(ctx, s, got):
+            yield ev
+
+    def _verdict_notes(self, ctx: RunContext, s: SearchState, new: list[Verdict]) -> list[Event]:
         events: list[Event] = list(verdict_notes(ctx, new))
         judged = [v for v in new if v.relevant is not None]
         if judged and not informative(judged):
@@ -356,14 +299,18 @@ class DeepSearchAgent:
     # -- 5. a lookup's short answer, or reflection on what is missing -------------------------
 
     async def _extract(
-        self, ctx: RunContext, s: _Search, hop: Hop, max_iter: int
+        self, ctx: RunContext, s: SearchState, hop: Hop, max_iter: int, useful: list[frozenset[int]]
     ) -> AsyncIterator[Event]:
         hop.query = hop.query or resolve(hop.question, s.answers())
-        docs = self._usable(s, s.docs)
+        docs = s.usable(s.docs)
         found = Extracted("", None)
         if docs:
             try:
-                found = await extract(ctx, passages_block(s.docs), s.docs, hop.query)
+                judging = s.rerank == "lookup" and not s.judge_off
+                question = s.question if judging else None
+                found = await extract(ctx, passages_block(s.docs), s.docs, hop.query, question)
+                if judging and found.useful is not None:
+                    useful.append(found.useful)
             except BudgetExceeded as exc:
                 ctx.cut_short = ctx.cut_short or exc.message
                 yield ctx.note(f"search cut short: {exc.message}")
@@ -388,7 +335,7 @@ class DeepSearchAgent:
             async for ev in self._reflect(ctx, s, hop):
                 yield ev
 
-    async def _reflect(self, ctx: RunContext, s: _Search, hop: Hop) -> AsyncIterator[Event]:
+    async def _reflect(self, ctx: RunContext, s: SearchState, hop: Hop) -> AsyncIterator[Event]:
         """Queries for the lookup that found nothing, from the passages at hand."""
         max_gaps = self.settings.query.max_gap_queries
         if max_gaps == 0 or ctx.unreachable is not None:
@@ -411,11 +358,7 @@ class DeepSearchAgent:
 
     # -- 6. the answer, from the lookups' answers and their passages ------------------------
 
-    def _usable(self, s: _Search, hits: Sequence[Hit]) -> list[Hit]:
-        """The passages the judge did not drop (all of them when it judged none)."""
-        return [h for h in hits if s.verdicts.get(h.id, True)]
-
-    async def _answer(self, ctx: RunContext, s: _Search) -> AsyncIterator[Event]:
+    async def _answer(self, ctx: RunContext, s: SearchState) -> AsyncIterator[Event]:
         answer = s.answer
         answer.iterations = s.iteration
         answer.sub_queries = s.queries
@@ -423,11 +366,11 @@ class DeepSearchAgent:
             if hop.status != "answered" and hop.index not in s.searched:
                 hop.status = "skipped"
         q = self.settings.query
-        passages = self._context(s, q.max_context_chunks)
+        passages = s.context(q.max_context_chunks)
         kept = [h for h in passages if s.verdicts.get(h.id)]
         floor = min(q.min_evidence, q.max_context_chunks)
         if s.rerank != "none" and not s.judge_off and s.verdicts and len(kept) < floor:
-            extra = self._rejected(s, passages)[: floor - len(passages)]
+            extra = s.rejected(passages)[: floor - len(passages)]
             if extra:
                 passages = passages + extra
                 yield ctx.note(
@@ -462,24 +405,3 @@ class DeepSearchAgent:
                 hop.n = ids.index(hit.id) + 1
         answer.hops = s.hops
         yield ctx.finish(answer)
-
-    def _context(self, s: _Search, limit: int) -> list[Hit]:
-        """The answer's passages: the last round's (the prefix the server has read), then each
-        lookup's passage and the best of earlier rounds that are not among them."""
-        out = self._usable(s, s.docs)
-        ids = {h.id for h in out}
-        extra = [s.hits_of[i] for i in sorted(s.hits_of)]
-        earlier = sorted(
-            self._usable(s, list(s.retrieved.values())), key=lambda h: -s.fused.get(h.id, 0.0)
-        )
-        for h in [*extra, *earlier[:_EARLIER_PASSAGES]]:
-            if h.id not in ids:
-                out.append(h)
-                ids.add(h.id)
-        return out[:limit]
-
-    def _rejected(self, s: _Search, shown: Sequence[Hit]) -> list[Hit]:
-        """Judged-and-dropped passages not shown yet, best fused rank first."""
-        ids = {h.id for h in shown}
-        dropped = [s.retrieved[i] for i, kept in s.verdicts.items() if not kept and i not in ids]
-        return sorted(dropped, key=lambda h: -s.fused.get(h.id, 0.0))

@@ -14,6 +14,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 from deepsearcher.agents import prompts
 from deepsearcher.agents.parsing import copies_example, parse_queries
@@ -30,12 +31,22 @@ from deepsearcher.prompting import (
 from deepsearcher.run_context import RunContext
 from deepsearcher.types import Hit
 
+_ANSWER = {"answer": {"type": "string"}, "document": {"type": "integer"}}
 EXTRACT_SCHEMA = JsonSchema(
     "extracted",
     {
         "type": "object",
-        "properties": {"answer": {"type": "string"}, "document": {"type": "integer"}},
+        "properties": _ANSWER,
         "required": ["answer", "document"],
+        "additionalProperties": False,
+    },
+)
+EXTRACT_JUDGE_SCHEMA = JsonSchema(
+    "extracted",
+    {
+        "type": "object",
+        "properties": {**_ANSWER, "useful": {"type": "array", "items": {"type": "integer"}}},
+        "required": ["answer", "document", "useful"],
         "additionalProperties": False,
     },
 )
@@ -84,15 +95,43 @@ class Fact:
 
 @dataclass(frozen=True)
 class Extracted:
-    """A lookup's answer and the passage that holds it (``hit`` None: not found)."""
+    """A lookup's answer and the passage that holds it (``hit`` None: not found), and the
+    passages (1-based) the call named useful: its YES verdicts (None: it gave none)."""
 
     answer: str
     hit: Hit | None
+    useful: frozenset[int] | None = None
 
 
 def parse_extracted(text: str) -> tuple[str, int]:
     """``(answer, document number)`` from a reply; ``("", 0)`` for "not found"."""
+    answer, n, _ = parse_extracted_judged(text)
+    return answer, n
+
+
+def parse_extracted_judged(text: str) -> tuple[str, int, frozenset[int] | None]:
+    """``(answer, document number, useful documents)`` from a reply; ``useful`` is None when
+    the reply names none (a missing key, or not a list of numbers)."""
     data = json_object(text)
+    answer, n = _answer_of(data)
+    return answer, n, _useful(data.get("useful"))
+
+
+def _useful(value: object) -> frozenset[int] | None:
+    if not isinstance(value, list):
+        return None
+    numbers = set()
+    for item in value:
+        if isinstance(item, int) and not isinstance(item, bool):
+            numbers.add(item)
+        elif isinstance(item, str) and (m := re.fullmatch(r"\s*\[?\s*(\d+)\s*\]?\s*", item)):
+            numbers.add(int(m.group(1)))
+        else:
+            return None
+    return frozenset(numbers)
+
+
+def _answer_of(data: dict[str, Any]) -> tuple[str, int]:
     answer = data.get("answer")
     if answer is None:  # a renamed key: the one string value
         strings = [v for v in data.values() if isinstance(v, str)]
@@ -178,15 +217,32 @@ def ground(answer: str, hits: Sequence[Hit], n: int) -> Hit | None:
     return next((h for h in hits if holds(h.text, answer)), None)
 
 
-async def extract(ctx: RunContext, documents: str, hits: Sequence[Hit], query: str) -> Extracted:
-    """The lookup's answer from the round's passages. LLM failures and a spent budget raise;
-    an answer no passage holds comes back as not found."""
-    prompt = prompts.over_documents(documents, prompts.EXTRACT.format(query=escape_document(query)))
-    answer, n = await ask(ctx, messages_for(prompt), parse_extracted, schema=EXTRACT_SCHEMA)
+async def extract(
+    ctx: RunContext,
+    documents: str,
+    hits: Sequence[Hit],
+    query: str,
+    question: str | None = None,
+) -> Extracted:
+    """The lookup's answer from the round's passages; with ``question``, the call also names
+    the passages useful for the lookup or the question (the round's verdicts). LLM failures
+    and a spent budget raise; an answer no passage holds comes back as not found."""
+    if question is None:
+        task = prompts.EXTRACT.format(query=escape_document(query))
+        schema, parse = EXTRACT_SCHEMA, parse_extracted_judged
+    else:
+        task = prompts.EXTRACT_JUDGE.format(
+            query=escape_document(query), question=escape_document(question)
+        )
+        schema, parse = EXTRACT_JUDGE_SCHEMA, parse_extracted_judged
+    prompt = prompts.over_documents(documents, task)
+    answer, n, useful = await ask(ctx, messages_for(prompt), parse, schema=schema)
+    if useful is not None:
+        useful = frozenset(i for i in useful if 1 <= i <= len(hits))
     if not answer or not fits(query, answer):
-        return Extracted("", None)
+        return Extracted("", None, useful)
     hit = ground(answer, hits, n)
-    return Extracted(answer if hit is not None else "", hit)
+    return Extracted(answer if hit is not None else "", hit, useful)
 
 
 async def reflect(

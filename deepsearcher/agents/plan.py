@@ -52,11 +52,53 @@ RESTATE_NEW_TERMS = 1
 # going"). Wording like this is what marks a question as a chain.
 _RELATIVE = frozenset(["who", "whom", "whose", "which", "that", "where"])
 _DETERMINERS = frozenset(["the", "whichever", "whatever"])
+# Nouns that name someone or something by its relation to another thing.
+_ROLES = [
+    *[
+        "manager",
+        "supervisor",
+        "boss",
+        "owner",
+        "author",
+        "writer",
+        "director",
+        "producer",
+        "composer",
+        "founder",
+    ],
+    *[
+        "creator",
+        "supplier",
+        "vendor",
+        "customer",
+        "client",
+        "approver",
+        "sender",
+        "spouse",
+        "wife",
+        "husband",
+    ],
+    *[
+        "father",
+        "mother",
+        "son",
+        "daughter",
+        "parent",
+        "successor",
+        "predecessor",
+        "birthplace",
+        "hometown",
+    ],
+    "headquarters",
+]
 _ROLE = re.compile(
     r"\bthe\s+[\w-]+\s+(?:behind|of)\s+the\s+[\w-]+\s+(?:\w+ed|in|at|on|from|with)\b.*"
     r"|\bthe\s+[\w-]+\s+behind\s+\w.*"
     r"|\bwho(?:m)?ever\s+\w.*"
-    r"|(?<=\w\s)where\s+the\s+\w.*",
+    r"|(?<=\w\s)where\s+the\s+\w.*"
+    # A role held toward a named thing: "the author of Brand", "Ingrid's manager".
+    rf"|\bthe\s+(?:\w+\s+)?(?:{'|'.join(_ROLES)})\s+(?:of|for|at|behind)\s+\w.*"
+    rf"|(?-i:(?:\b[A-Z][\w-]*\s+)*\b[A-Z][\w-]*)['’]s\s+(?:\w+\s+)?(?:{'|'.join(_ROLES)})\b.*",
     re.IGNORECASE,
 )
 _TOKEN = re.compile(r"[\w'’.-]+")
@@ -101,6 +143,25 @@ _MAIN_VERB = frozenset(
 )
 
 
+# A question asking two things: a second clause ("…, and which firmware does it run?") or two
+# named things compared ("Which was founded first, X or Y?", "Are X and Y both …?").
+_PARTS = re.compile(
+    r",?\s+(?:and|or)\s+(?:what|which|who|whom|whose|when|where|why|how|is|are|was|were|do|"
+    r"does|did|can|could|should|has|have|had)\b"
+    r"|\b(?:both|either)\b"
+    r"|[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*\s+or\s+(?:the\s+)?[A-Z]",
+)
+
+
+def route(question: str) -> str:
+    """How a question is planned: "chain" (it describes something it does not name),
+    "parts" (it asks two things), or "single" (one lookup: the question itself, no plan
+    call). Adaptive-RAG's routing, read from the wording: a one-hop question costs no plan."""
+    if described_phrase(question):
+        return "chain"
+    return "parts" if _PARTS.search(question) else "single"
+
+
 def described_phrase(question: str) -> str | None:
     """The part of ``question`` that describes a thing instead of naming it, or None."""
     tokens = list(_TOKEN.finditer(question))
@@ -126,6 +187,10 @@ def described_phrase(question: str) -> str | None:
         m = _ROLE.search(question)
         if m is None:
             return None
+        # Nested descriptions resolve inside out: "the account manager for the customer
+        # behind ticket X" is looked up from "the customer behind ticket X".
+        while (inner := _ROLE.search(question, m.start() + 1)) is not None:
+            m = inner
         start = m.start()
         rel = next(i for i, t in enumerate(tokens) if t.start() >= start)
     end = len(question)
@@ -338,7 +403,10 @@ def _without_restatements(question: str, steps: list[Step], dropped: list[str]) 
 async def plan_question(
     ctx: RunContext, question: str, max_steps: int
 ) -> tuple[Plan, LLMError | BudgetExceeded | None]:
-    """The question's plan, and why it is the question alone when planning failed."""
+    """The question's plan, and why it is the question alone when planning failed. A
+    question that names what it asks about and asks one thing is its own plan: no call."""
+    if route(question) == "single":
+        return single(question), None
     described = described_phrase(question)
     if described:
         prompt = prompts.PLAN_CHAIN.format(

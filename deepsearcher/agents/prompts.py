@@ -97,6 +97,19 @@ when: a date; how many or how much: a number with its unit), and the number of t
 that states it. If no document states it, reply {{"answer": "", "document": 0}}.
 Reply with a JSON object only: {{"answer": "...", "document": <n>}}."""
 
+# The same, with the round's YES/NO verdicts in the one call (query.rerank: lookup): the
+# documents it lists are YES, the others NO. The verdicts cost a few tokens, not a call.
+EXTRACT_JUDGE = """TASK: extract
+Lookup: {query}
+Question: {question}
+Answer the lookup from the documents above: the shortest exact answer, as the document \
+writes it, of the kind the lookup asks for (who: a person or organisation; where: a place; \
+when: a date; how many or how much: a number with its unit), and the number of the document \
+that states it ("answer": "" and "document": 0 when no document states it). Then list the \
+numbers of the documents that are useful for the lookup or the question: they state a fact, \
+name, number, date or rule that helps answer it, even partly.
+Reply with a JSON object only: {{"answer": "...", "document": <n>, "useful": [<n>, ...]}}."""
+
 # Reflection asks for the missing lookup, not for another wording of the question.
 REFLECT = """TASK: reflect
 The lookup "{query}" (for the question "{question}") found no answer in the documents above. \

@@ -135,7 +135,9 @@ def query(
     agent: Annotated[str | None, typer.Option(help="deep (default) or naive.")] = None,
     max_iter: Annotated[int | None, typer.Option("--max-iter", help="Search iterations.")] = None,
     top_k: Annotated[int | None, typer.Option("--top-k", help="Chunks per query.")] = None,
-    rerank: Annotated[str | None, typer.Option(help="llm, llm-batch or none.")] = None,
+    rerank: Annotated[
+        str | None, typer.Option(help="lookup, llm, llm-batch or none (query.rerank).")
+    ] = None,
     web: Annotated[
         bool | None,
         typer.Option("--web/--no-web", help="Also search the web (overrides config)."),

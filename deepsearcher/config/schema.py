@@ -313,12 +313,14 @@ class QuerySettings(_Section):
     top_k: int = Field(10, ge=1, le=100, description="Chunks per query per collection.")
     max_iter: int = Field(3, ge=1, le=10)
     max_gap_queries: int = Field(3, ge=0, le=10)
-    rerank: Literal["llm", "llm-batch", "none"] = Field(
-        "llm-batch",
-        description="How a round's passages are judged: 'llm-batch' one YES/NO call for the "
-        "round's passages (a margin per passage where the server gives log-probabilities), "
-        "'llm' one call per passage (both read the passages the round's other calls read, so a "
-        "server with prefix caching reads them once), 'none' no verdicts.",
+    rerank: Literal["lookup", "llm", "llm-batch", "none"] = Field(
+        "lookup",
+        description="How a round's passages are judged YES/NO: 'lookup' in the round's lookup "
+        "call itself (the passages it names useful are YES: no call of its own), 'llm-batch' "
+        "one call for the round (a margin per passage where the server gives "
+        "log-probabilities), 'llm' one call per passage, 'none' no verdicts. All read the "
+        "passages the round's other calls read, so a server with prefix caching reads them "
+        "once.",
     )
     rerank_batch_size: int = Field(10, ge=1, le=64, description="Chunks per llm-batch call.")
     # The loop's worst case with rerank: llm: route + plan + 3 rounds x (10 verdicts + 4
