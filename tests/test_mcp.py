@@ -296,14 +296,14 @@ def test_http_deep_search_shares_the_server_search_slots(
     """MCP deep searches count against server.max_concurrent_searches like chat requests: with
     the one slot taken and no queue, the tool says the server is busy instead of piling on."""
     url = serve(max_concurrent_searches=1, max_queued_searches=0)
-    llm_server.add_rule("TASK: plan", '{"steps": ["meal allowance"]}', latency=4.0)
+    llm_server.add_rule("TASK: extract", '{"answer": "", "document": 0}', latency=4.0)
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(
             httpx.post, f"{url}/v1/query", json={"question": QUESTION}, timeout=60
         )
         # The REST search holds the slot once its first LLM call has arrived.
         deadline = time.monotonic() + 30
-        while llm_server.count("plan") == 0:
+        while llm_server.count("extract") == 0:
             assert time.monotonic() < deadline and not running.done()
             time.sleep(0.05)
 
@@ -322,7 +322,7 @@ def test_http_deep_search_keeps_the_server_time_budget(
     """A deep search over /mcp ends within the server's request timeout like the chat routes:
     a slow step gives an answer marked cut short, naming the limit that applied."""
     url = serve(request_timeout_s=0.5)
-    llm_server.add_rule("TASK: plan", '{"steps": ["meal allowance"]}', latency=3.0)
+    llm_server.add_rule("TASK: extract", '{"answer": "", "document": 0}', latency=3.0)
 
     async def answer() -> dict[str, Any]:
         async with _http(url, None) as session:

@@ -21,7 +21,7 @@ from deepsearcher.options import InvalidOptionError, QueryOptions, or_configured
         ({"agent": "deeper"}, "invalid option agent='deeper': must be one of: deep, naive"),
         (
             {"rerank": "all"},
-            "invalid option rerank='all': input should be 'llm', 'llm-batch' or 'none'",
+            "invalid option rerank='all': input should be 'lookup', 'llm', 'llm-batch' or 'none'",
         ),
         ({"timeout_s": 0}, "invalid option timeout_s=0: input should be greater than 0"),
     ],
@@ -100,7 +100,7 @@ def test_cli_bad_rerank_lists_the_modes(tmp_path: Path) -> None:
     )
     assert res.exit_code == 1
     assert res.stderr.splitlines() == [
-        "error: invalid option rerank='x': input should be 'llm', 'llm-batch' or 'none'",
+        "error: invalid option rerank='x': input should be 'lookup', 'llm', 'llm-batch' or 'none'",
         "hint: leave rerank unset to use query.rerank",
     ]
 

@@ -64,7 +64,9 @@ def test_a_huge_mcp_query_is_refused_at_once_while_another_client_is_served(
     for text in refused:
         assert f"is {len(HUGE)} characters long; the limit is 8000" in text
         assert "server.max_question_chars" in text
-    assert llm_server.count("plan") == 1  # only the normal question reached the LLM
+    # Only the normal question reached the LLM (its lookup's call; a one-lookup question asks
+    # no plan).
+    assert llm_server.count("extract") == 1
 
 
 def test_http_routes_refuse_with_the_same_error(serve: Serve) -> None:

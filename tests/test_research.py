@@ -65,13 +65,16 @@ class InFlightModel(ScriptedChatModel):
         **extra: Any,
     ) -> Completion:
         task = task_of(messages)
-        self.in_flight[task] = self.in_flight.get(task, 0) + 1
-        self.max_in_flight[task] = max(self.max_in_flight.get(task, 0), self.in_flight[task])
+        for key in (task, "any"):
+            self.in_flight[key] = self.in_flight.get(key, 0) + 1
+            self.max_in_flight[key] = max(self.max_in_flight.get(key, 0), self.in_flight[key])
         try:
-            for _ in range(3):
-                await asyncio.sleep(0)
+            # A call that takes a while, as a real one does: a researcher whose retrieval
+            # (in a thread) finishes a little later still overlaps it.
+            await asyncio.sleep(0.05)
             return await super().complete(messages, max_tokens=max_tokens, tools=tools, **extra)
         finally:
+            self.in_flight["any"] -= 1
             self.in_flight[task] -= 1
 
 
@@ -274,7 +277,11 @@ def test_unparseable_plan_becomes_one_section_with_a_note() -> None:
 def test_a_failing_researcher_leaves_its_section_named_as_missing() -> None:
     llm = ScriptedChatModel()
     _script(llm)
-    llm.add_rule(lambda p: p.startswith("TASK: plan") and "Lyon" in p, RuntimeError("index broke"))
+    # The Lyon researcher's first call (its lookup: a one-lookup question asks no plan) fails.
+    llm.add_rule(
+        lambda p: "TASK: extract" in p and re.search(r"^Lookup: .*Lyon", p, re.M) is not None,
+        RuntimeError("index broke"),
+    )
     report, events = _run(llm, max_revisions=0)
     assert report.missing == [
         "section 'Lyon office': researcher failed: RuntimeError('index broke')"
@@ -321,7 +328,7 @@ def test_budget_spent_inside_the_researchers_cuts_the_report_short() -> None:
         "section 'Lyon office'",
     ]
     assert all("research budget spent" in m for m in report.missing)
-    assert llm.calls("plan") and not llm.calls("answer")
+    assert llm.calls("extract") and not llm.calls("answer")
     md = report.to_markdown()
     assert "Cut short" in md and "Missing" in md and not report.sources
 
@@ -374,11 +381,11 @@ def test_researchers_run_concurrently_under_the_cap() -> None:
     llm = InFlightModel()
     _script(llm)
     _run(llm, max_concurrency=2)
-    assert llm.max_in_flight["plan"] == 2
+    assert llm.max_in_flight["any"] == 2
     one_at_a_time = InFlightModel()
     _script(one_at_a_time)
     _run(one_at_a_time, max_concurrency=1)
-    assert one_at_a_time.max_in_flight["plan"] == 1
+    assert one_at_a_time.max_in_flight["any"] == 1
 
 
 def test_a_question_the_draft_does_not_cover_triggers_one_gap_round() -> None:

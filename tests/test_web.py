@@ -477,9 +477,9 @@ def _cite_every_passage(req: dict[str, Any]) -> str:
     bodies = re.findall(
         r"<document[^>]*>\n(.*?)\n</document>", req["messages"][-1]["content"], re.S
     )
-    return " ".join(
-        f"{' '.join(body.split()[:12]).rstrip('.')} [{n}]." for n, body in enumerate(bodies, 1)
-    )
+    # Up to the passage's first full stop: a sentence cut mid-way would leave its start uncited.
+    firsts = [re.split(r"(?<=[.!?])\s", " ".join(body.split()[:12]))[0] for body in bodies]
+    return " ".join(f"{first.rstrip('.')} [{n}]." for n, first in enumerate(firsts, 1))
 
 
 @pytest.fixture
@@ -518,7 +518,9 @@ def test_deep_query_cites_web_results_and_keeps_documents_private(
     assert any(s.kind == "doc" for s in answer.sources)
     assert not answer.notes
     judged = [
-        r for r in llm_server.requests if task_of(r) == "judge" and WEB_SNIPPET in json.dumps(r)
+        r
+        for r in llm_server.requests
+        if task_of(r) in ("judge", "judge-batch", "extract") and WEB_SNIPPET in json.dumps(r)
     ]
     assert judged and f"(web) {WEB_URL}" in json.dumps(judged[0])
     # The stub saw the search query ... and never the document's text.
