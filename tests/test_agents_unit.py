@@ -293,3 +293,28 @@ def test_a_citation_carries_the_hits_location_whole() -> None:
         "attributed": False,
         "record_id": "r",
     }
+
+
+def test_passages_shown_after_the_llm_went_away_keep_what_the_run_recorded() -> None:
+    """The retrieval-only answer of a run that was cut short and then lost its LLM says both,
+    and counts what the run used (the fields come from the run, not copied by hand)."""
+    from deepsearcher.agents.naive_rag import retrieval_only
+    from deepsearcher.llm.base import LLMUnreachableError
+    from deepsearcher.run_context import RunContext
+
+    settings = _settings()
+    ctx = RunContext.create(settings, ScriptedChatModel())
+    ctx.cut_short = "LLM call budget of 3 reached"
+    ctx.unreachable = LLMUnreachableError("connection refused", hint="start the server")
+
+    async def go() -> list[Event]:
+        retriever = _retriever(settings)
+        return [
+            e async for e in retrieval_only(settings, retriever, "robot payload", None, 2, ctx=ctx)
+        ]
+
+    answer = asyncio.run(go())[-1].answer
+    assert answer.mode == "retrieval-only" and len(answer.sources) == 2
+    assert answer.cut_short == "LLM call budget of 3 reached"
+    assert answer.llm_unreachable and "connection refused" in answer.llm_unreachable
+    assert answer.notes and answer.seconds > 0

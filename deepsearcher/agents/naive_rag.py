@@ -14,7 +14,7 @@ from deepsearcher.llm import ChatModel
 from deepsearcher.options import QueryOptions, or_configured
 from deepsearcher.retrieval import Retriever
 from deepsearcher.run_context import RunContext
-from deepsearcher.types import DoneEvent, Event, SearchEvent, SubQueriesEvent
+from deepsearcher.types import Event, SearchEvent, SubQueriesEvent
 
 NO_LLM_NOTE = (
     "no LLM configured: showing the best passages only; set OPENAI_API_KEY (or llm.api_key_env) "
@@ -49,12 +49,8 @@ async def retrieval_only(
     answer.evidence = "unverified" if hits else "none"
     answer.sub_queries = [question]
     answer.chunks_retrieved = len(hits)
-    answer.usage = ctx.usage
-    answer.notes = ctx.notes
-    answer.seconds = ctx.elapsed()
-    answer.llm_unreachable = ctx.unreachable_reason()
-    answer.no_answer = ctx.no_answer
-    yield DoneEvent(answer=answer)
+    # The run's usage, cut short, notes and reachability: one place (ctx.finish) fills them.
+    yield ctx.finish(answer)
 
 
 class NaiveRAGAgent:
