@@ -201,10 +201,32 @@ def test_a_question_one_retrieval_answers_costs_two_calls_over_one_prefix(
     assert answer.to_dict()["first_token_s"] == round(answer.first_token_s, 3)
 
 
+def test_the_passage_a_lookup_answered_from_is_kept_though_not_listed(
+    tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
+) -> None:
+    holding: list[int] = []
+
+    def reply(req: dict[str, Any]) -> str:
+        docs = re.findall(r"<document[^>]*>\n(.*?)\n</document>", _prompt(req), re.S)
+        holding.append(next(n for n, d in enumerate(docs, 1) if "ninety days" in d))
+        # The answer and its document, but no passage listed useful.
+        return json.dumps({"answer": "every ninety days", "document": holding[-1], "useful": []})
+
+    llm_server.add_rule(lambda r: task_of(r) == "extract", reply)
+    ds = make_searcher(_settings(settings, llm_server, top_k=4, min_evidence=0))
+    ds.load([write_docs(tmp_path / "d")], "docs")
+    answer, events = _run(ds, "How often do administrator passwords change?")
+    kept = [n for n, e in enumerate((e for e in events if e.type == "verdict"), 1) if e.kept]
+    assert kept == holding and answer.chunks_kept == 1
+
+
 def test_a_lookup_that_names_no_passage_useful_judges_nothing_away(
     tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
 ) -> None:
-    llm_server.strict_judge = True  # the lookup's call lists no document as useful
+    # The lookup finds nothing and lists no document as useful.
+    llm_server.add_rule(
+        lambda r: task_of(r) == "extract", '{"answer": "", "document": 0, "useful": []}'
+    )
     ds = make_searcher(_settings(settings, llm_server, top_k=4, min_evidence=2))
     ds.load([write_docs(tmp_path / "d")], "docs")
     answer, _events = _run(ds, "How often do administrator passwords change?")

@@ -310,7 +310,10 @@ class DeepSearchAgent:
                 question = s.question if judging else None
                 found = await extract(ctx, passages_block(s.docs), s.docs, hop.query, question)
                 if judging and found.useful is not None:
-                    useful.append(found.useful)
+                    # The passage the answer was found in is useful whether or not the model
+                    # listed it (small models often list others, or none).
+                    grounded = [n for n, h in enumerate(s.docs, 1) if h is found.hit]
+                    useful.append(found.useful | frozenset(grounded))
             except BudgetExceeded as exc:
                 ctx.cut_short = ctx.cut_short or exc.message
                 yield ctx.note(f"search cut short: {exc.message}")
