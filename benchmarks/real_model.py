@@ -12,9 +12,9 @@ OPENAI_API_KEY); a local server needs none. Each question is asked once per mode
 cache off, one question at a time. Before each run a one-line request replaces what the
 server has cached of the previous prompt: llama.cpp, vLLM and Ollama reuse the evaluated
 prefix of the last request, and deep and naive read the same passages, so the second of them
-would otherwise start warm. Modes: ``deep`` (the default loop: verdicts in one call per
-round), ``deep-each`` (one verdict call per passage), ``deep-norerank`` (no verdicts),
-``naive`` (one retrieval, one answer).
+would otherwise start warm. Modes: ``deep`` (the default loop: the verdicts come with each
+lookup's call), ``deep-batch`` (one verdict call per round), ``deep-each`` (one verdict call per
+passage), ``deep-norerank`` (no verdicts), ``naive`` (one retrieval, one answer).
 
 Questions (``real_model_sets.py``): the default subset holds 8 single-hop and 14 two-hop
 (bridge) questions from the sample data, the mixed-format folder, HotpotQA and MuSiQue; each
@@ -72,6 +72,7 @@ logger = logging.getLogger("real_model")
 
 MODES = {  # mode -> (agent, rerank)
     "deep": ("deep", None),
+    "deep-batch": ("deep", "llm-batch"),
     "deep-each": ("deep", "llm"),
     "deep-norerank": ("deep", "none"),
     "naive": ("naive", None),

@@ -76,3 +76,30 @@ def test_any_text_reads_without_error() -> None:
     ]
     claims = [c for text in texts for c in claims_of(text, ["E1"], "x")]
     assert len(claims) > 50  # they are read, not skipped
+
+
+def test_table_rows_phone_numbers_and_references_are_no_figures() -> None:
+    """The look-alikes a scripted report over data/ flagged: a row of the office list against
+    a row of the quarterly report's headcount table, a phone number against "24/7", a postcode
+    against "section 3 (page 3)"; and a planted conflict in prose still found beside them."""
+    ev = [
+        Evidence(
+            "E1",
+            "AUS | Austin | United States | 8800 Caliche Ridge Road, Building C, Austin, TX "
+            "78744 | Manufacturing (assembly and test) | 121 | Rafael Ortega | 2020",
+            "office_locations.csv",
+        ),
+        Evidence("E2", "Manufacturing | 98\nSales and customer support | 41", "q3.docx"),
+        Evidence(
+            "E3",
+            "Call the 24/7 security hotline as soon as you notice. Manufacturing and warranty "
+            "are in section 3 (page 3).",
+            "faq.jsonl",
+        ),
+        Evidence("E4", "24/7 security hotline: +1 503 555 0147", "it_security_policy.html"),
+    ]
+    assert find_contradictions([], ev) == []
+    ev.append(Evidence("E5", "The Austin site employs 121 people in manufacturing.", "a.md"))
+    ev.append(Evidence("E6", "The Austin site employs 140 people in manufacturing.", "b.md"))
+    (found,) = find_contradictions([], ev)
+    assert found.differs == "121 people vs 140 people"

@@ -21,20 +21,8 @@ from deepsearcher.research.models import Contradiction, Evidence, Finding
 from deepsearcher.research.text import STOP_WORDS
 
 MAX_CONTRADICTIONS = 10
-_MONTHS = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-]
+_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august",
+           "september", "october", "november", "december"]  # fmt: skip
 # A month by its full name; "may" and the short forms only next to a day or a year ("May 2025",
 # "3 Sep"), or they would be read in "may be" and "Mar" words.
 _FULL_MONTH = (
@@ -108,6 +96,17 @@ _CLAUSE = re.compile(
     r"[;()\[\]\n]|,\s+(?=(?:and|but|while|whereas|which|up|down|so)\b)|\s(?:but|whereas)\s"
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+# A table row ("Austin | 78744 | Manufacturing | 121"): its cells' meaning is in a header the
+# row does not carry, so no measure can be told; it states no claim.
+_TABLE_ROW = re.compile(r"\S\s*\|\s*\S")
+# Numbers that are not figures: phone numbers, "24/7", "3/4", and references ("page 3",
+# "section 7.4"); blanked (same length) before the figures are read.
+_NOT_A_FIGURE = re.compile(
+    r"\+\d[\d\s().-]{6,}\d|\(\d{2,4}\)\s*\d{3}[\s.-]\d{4}|\b\d{3}[\s.-]\d{3}[\s.-]\d{4}\b"
+    r"|\b\d+/\d+\b"
+    r"|\b(?i:page|pages|p\.|pp\.|section|sections|§|chapter|figure|fig\.|table|appendix|step)"
+    r"\s*\d+(?:\.\d+)*(?:\s*(?:-|–|to)\s*\d+)?"
+)
 _WORD = re.compile(r"[a-zà-ÿ][a-zà-ÿ0-9-]*", re.IGNORECASE)
 # Words that say nothing about what is measured: verbs of being and reporting, hedges, and
 # the change and bound words (they set the figure's kind, not its measure).
@@ -316,12 +315,15 @@ def _sign_before(before: str) -> str | None:
 
 
 def read_claim(text: str, evidence: Sequence[str], source: str = "") -> Claim | None:
-    """A sentence's entities and figures; None when it states no figure."""
+    """A sentence's entities and figures; None when it states no figure (or is a table row)."""
     flat = " ".join(text.split())
-    codes, names, blank = _entities(flat)
+    if _TABLE_ROW.search(flat):
+        return None
+    reading = _NOT_A_FIGURE.sub(lambda m: " " * len(m.group()), flat)
+    codes, names, blank = _entities(reading)
     clauses = []
     for start, clause in _clauses(blank):
-        original = flat[start : start + len(clause)]
+        original = reading[start : start + len(clause)]
         words = _WORD_NUMBER.sub(lambda m: _WORD_NUMBERS[m.group().lower()], clause)
         found, measure = _figures_of_clause(words, names)
         clause_codes = frozenset(c.lower() for c in _CODE.findall(original)) & codes
