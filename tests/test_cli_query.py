@@ -41,7 +41,12 @@ def test_query_json_schema_and_citations(tmp_path: Path, llm_server: ScriptedLLM
     }
     _load(tmp_path, env)
     res = CliRunner().invoke(
-        app, ["query", "Who is the office manager in Austin?", "--json", "--max-iter", "2"], env=env
+        app,
+        # The judge's own verdict call (with the default, verdicts come with the lookup, and
+        # the passage its answer came from is kept).
+        ["query", "Who is the office manager in Austin?", "--json", "--max-iter", "2"]
+        + ["--rerank", "llm-batch"],
+        env=env,
     )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)  # stdout holds exactly one JSON object
@@ -71,7 +76,12 @@ def test_query_json_shows_a_judge_that_said_no(
     }
     _load(tmp_path, env)
     res = CliRunner().invoke(
-        app, ["query", "Who is the office manager in Austin?", "--json", "--max-iter", "2"], env=env
+        app,
+        # The judge's own verdict call (with the default, verdicts come with the lookup, and
+        # the passage its answer came from is kept).
+        ["query", "Who is the office manager in Austin?", "--json", "--max-iter", "2"]
+        + ["--rerank", "llm-batch"],
+        env=env,
     )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
@@ -82,7 +92,9 @@ def test_query_json_shows_a_judge_that_said_no(
     assert any("dropped all" in n and "ranked by retrieval" in n for n in out["notes"])
     assert out["usage"]["estimated"] is True and out["usage"]["completion_tokens"] > 0
     assert [h["status"] for h in out["hops"]] == ["answered"]
-    res = CliRunner().invoke(app, ["query", "Who is the office manager in Austin?"], env=env)
+    res = CliRunner().invoke(
+        app, ["query", "Who is the office manager in Austin?", "--rerank", "llm-batch"], env=env
+    )
     assert f"evidence: {out['evidence']}" in res.stdout
 
 
@@ -171,6 +183,7 @@ def test_a_note_is_shown_once_with_v(tmp_path: Path, llm_server: ScriptedLLMServ
     }
     _load(tmp_path, env)
     question = ["query", "Who is the office manager in Austin?", "--max-iter", "1", "-v"]
+    question += ["--rerank", "llm-batch"]  # the judge's own call says NO to every passage
     res = CliRunner().invoke(app, question, env=env)
     assert res.exit_code == 0, res.output
     assert res.stderr.count("dropped all") == 1, res.stderr
