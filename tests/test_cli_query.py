@@ -41,12 +41,7 @@ def test_query_json_schema_and_citations(tmp_path: Path, llm_server: ScriptedLLM
     }
     _load(tmp_path, env)
     res = CliRunner().invoke(
-        app,
-        # The judge's own verdict call (with the default, verdicts come with the lookup, and
-        # the passage its answer came from is kept).
-        ["query", "Who is the office manager in Austin?", "--json", "--max-iter", "2"]
-        + ["--rerank", "llm-batch"],
-        env=env,
+        app, ["query", "Who is the office manager in Austin?", "--json", "--max-iter", "2"], env=env
     )
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)  # stdout holds exactly one JSON object
@@ -79,8 +74,10 @@ def test_query_json_shows_a_judge_that_said_no(
         app,
         # The judge's own verdict call (with the default, verdicts come with the lookup, and
         # the passage its answer came from is kept).
-        ["query", "Who is the office manager in Austin?", "--json", "--max-iter", "2"]
-        + ["--rerank", "llm-batch"],
+        [
+            *["query", "Who is the office manager in Austin?", "--json", "--max-iter", "2"],
+            *["--rerank", "llm-batch"],
+        ],
         env=env,
     )
     assert res.exit_code == 0, res.output
