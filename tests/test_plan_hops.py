@@ -9,7 +9,7 @@ import pytest
 
 from deepsearcher.agents.attribution import Attributor, overlaps, with_citations
 from deepsearcher.agents.citations import fact_is_marker, markers_to_end
-from deepsearcher.agents.hops import fits, ground, holds, parse_extracted, resolve
+from deepsearcher.agents.hops import echoes, fits, ground, holds, parse_extracted, resolve
 from deepsearcher.agents.plan import (
     described_phrase,
     make_plan,
@@ -283,3 +283,21 @@ def test_the_sentences_own_fact_ranks_the_passages() -> None:
     assert fact[0][1] > fact[0][0]
     weights = overlaps(["extension 4471"], passages)
     assert weights[0][1] > weights[0][0]
+
+
+def test_an_answer_that_only_repeats_the_question_is_no_answer() -> None:
+    # What the local 1.5B model extracted on the labelled two-hop questions.
+    assert echoes("Lilu", "If Gallu is a demon Lilu is what?")
+    site = "Who or what is the site where the NR-7 is assembled?"
+    question = "Who is the office manager at the site where the NR-7 is assembled?"
+    assert echoes("the site's office manager", site, question)
+    assert not echoes("Austin", site, question)
+    # A lookup that offers its answers is answered with its own words.
+    assert not echoes("Apple", "Which was founded first, Apple or Microsoft?")
+    assert not echoes("yes", "Is the CAPA still open?")
+
+
+def test_where_is_answered_with_a_place_not_a_quantity() -> None:
+    assert not fits("Where are the held-up HJ-5521 sensors going?", "12,000")
+    assert fits("Where are the held-up HJ-5521 sensors going?", "Göteborg")
+    assert fits("Where is the spare stored?", "3rd floor, Building C")

@@ -308,7 +308,9 @@ class DeepSearchAgent:
             try:
                 judging = s.rerank == "lookup" and not s.judge_off
                 question = s.question if judging else None
-                found = await extract(ctx, passages_block(s.docs), s.docs, hop.query, question)
+                found = await extract(
+                    ctx, passages_block(s.docs), s.docs, hop.query, question, s.question
+                )
                 if judging and found.useful is not None:
                     # The passage the answer was found in is useful whether or not the model
                     # listed it (small models often list others, or none).

@@ -206,7 +206,34 @@ def fits(query: str, answer: str) -> bool:
         r"(?:how (?:many|much|long|often|old|far)|what (?:percentage|share|number))\b", head
     ):
         return bool(_NUMBER_WORD.search(answer))
+    if re.match(r"where\b", head):  # a place, not a quantity ("12,000" for where goods go)
+        return not re.fullmatch(r"\s*\d[\d.,\s]*(?:%|pcs|units?)?\s*", answer, re.IGNORECASE)
     return True
+
+
+# A lookup that offers its answers ("Which was founded first, X or Y?") is answered with words
+# it holds; "who or what" offers none.
+_ALTERNATIVES = re.compile(
+    r"\b(?:whether|either|which of)\b|\b(?!who\b)[\w-]+,? or (?!what\b)[\w-]+", re.IGNORECASE
+)
+_ECHO_STOP = frozenset(["a", "an", "the", "of", "in", "at", "on", "for", "to", "and", "or", "is", "are", "was", "were", "be", "by", "with", "s"])
+
+
+def _echo_words(text: str) -> set[str]:
+    words = re.findall(
+        r"[^\W_]+(?:-[^\W_]+)*", text.casefold().replace("'s", " ").replace("’s", " ")
+    )
+    return {w for w in words if w not in _ECHO_STOP}
+
+
+def echoes(answer: str, *asked: str) -> bool:
+    """Whether ``answer`` adds nothing to what was asked: each of its words is in the lookup or
+    the question. A 1.5B model answers "If Gallu is a demon Lilu is what?" with "Lilu", and
+    the site where the NR-7 is assembled with "the site's office manager"."""
+    if any(_ALTERNATIVES.search(a) for a in asked):
+        return False
+    words = _echo_words(answer)
+    return bool(words) and words <= set().union(*(_echo_words(a) for a in asked))
 
 
 def ground(answer: str, hits: Sequence[Hit], n: int) -> Hit | None:
@@ -223,10 +250,12 @@ async def extract(
     hits: Sequence[Hit],
     query: str,
     question: str | None = None,
+    asked: str = "",
 ) -> Extracted:
     """The lookup's answer from the round's passages; with ``question``, the call also names
     the passages useful for the lookup or the question (the round's verdicts). LLM failures
-    and a spent budget raise; an answer no passage holds comes back as not found."""
+    and a spent budget raise; an answer no passage holds, of the wrong kind, or that only
+    repeats the lookup or the question ``asked`` comes back as not found."""
     if question is None:
         task = prompts.EXTRACT.format(query=escape_document(query))
         schema, parse = EXTRACT_SCHEMA, parse_extracted_judged
@@ -239,7 +268,7 @@ async def extract(
     answer, n, useful = await ask(ctx, messages_for(prompt), parse, schema=schema)
     if useful is not None:
         useful = frozenset(i for i in useful if 1 <= i <= len(hits))
-    if not answer or not fits(query, answer):
+    if not answer or not fits(query, answer) or echoes(answer, query, asked):
         return Extracted("", None, useful)
     hit = ground(answer, hits, n)
     return Extracted(answer if hit is not None else "", hit, useful)
