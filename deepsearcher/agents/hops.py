@@ -216,7 +216,8 @@ def fits(query: str, answer: str) -> bool:
 _ALTERNATIVES = re.compile(
     r"\b(?:whether|either|which of)\b|\b(?!who\b)[\w-]+,? or (?!what\b)[\w-]+", re.IGNORECASE
 )
-_ECHO_STOP = frozenset(["a", "an", "the", "of", "in", "at", "on", "for", "to", "and", "or", "is", "are", "was", "were", "be", "by", "with", "s"])
+_ECHO_STOP = frozenset(["a", "an", "the", "of", "in", "at", "on", "for", "to", "and", "or",
+                       "is", "are", "was", "were", "be", "by", "with", "s"])  # fmt: skip
 
 
 def _echo_words(text: str) -> set[str]:
