@@ -225,7 +225,8 @@ def _plan_reply(text: str) -> str:
 
 def _extract_reply(text: str, judge: str = "") -> str:
     """The lookup's answer from the passage sharing most content words with the lookup: for
-    "who" a run of capitalised words (a name), else the first words of its first sentence."""
+    "who" a run of capitalised words (a name) the lookup does not hold, else the words of its
+    best sentence that follow those the lookup holds."""
     lookup = _line_value(text, "Lookup")
     keywords = _content_words(lookup)
     scored = [
@@ -239,7 +240,13 @@ def _extract_reply(text: str, judge: str = "") -> str:
     if not best[0]:
         return json.dumps({"answer": "", "document": 0, **useful})
     _, n, body = best
-    names = re.findall(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b", body)
+    asked = set(re.findall(r"[a-z0-9]+", lookup.lower()))
+    # A name the lookup does not already hold ("The Austin" for "… in Austin?" is no answer).
+    names = [
+        name
+        for name in re.findall(r"\b[A-Z][a-z]+(?: [A-Z][a-z]+)+\b", body)
+        if not set(re.findall(r"[a-z0-9]+", name.lower())) - {"the"} <= asked
+    ]
     if lookup.lower().startswith("who") and names:
         answer = names[0]
     else:
@@ -247,7 +254,12 @@ def _extract_reply(text: str, judge: str = "") -> str:
         sentence = max(
             sentences, key=lambda t: len(keywords & set(re.findall(r"[a-z0-9]+", t.lower())))
         )
-        answer = " ".join(sentence.split()[:8]).rstrip(".,;:")
+        # The sentence's words after those the lookup already holds ("The daily meal
+        # allowance is 50 EUR" -> "50 EUR"), as a model extracts the value, at most 8.
+        words = sentence.split()
+        while len(words) > 1 and re.sub(r"\W", "", words[0].lower()) in asked | {"the", "is"}:
+            words = words[1:]
+        answer = " ".join(words[:8]).rstrip(".,;:")
     return json.dumps({"answer": answer, "document": int(n or 1), **useful})
 
 
