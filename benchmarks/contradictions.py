@@ -29,7 +29,8 @@ from _common import ROOT, markdown_table, prepare_imports
 
 prepare_imports()
 
-from deepsearcher.research.contradictions import claims_of, conflict  # noqa: E402
+from deepsearcher.research.claims import claims_of  # noqa: E402
+from deepsearcher.research.contradictions import conflict  # noqa: E402
 
 
 def flagged(pair: dict[str, Any]) -> bool:

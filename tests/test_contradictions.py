@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from deepsearcher.research.contradictions import claims_of, conflict, find_contradictions
+from deepsearcher.research.claims import claims_of
+from deepsearcher.research.contradictions import conflict, find_contradictions
 from deepsearcher.research.models import Evidence
 
 PAIRS = [
