@@ -49,7 +49,10 @@ def test_loaders_import_without_the_pipeline_above_them() -> None:
     )
     # The bottom layer only: the settings (schema, provider names, sources), errors and types.
     bottom = {"deepsearcher.errors", "deepsearcher.types"}
-    bottom |= {f"deepsearcher.config{m}" for m in ("", ".registry", ".schema", ".sources")}
+    bottom |= {
+        f"deepsearcher.config{m}"
+        for m in ("", ".answering", ".fields", ".registry", ".schema", ".sources")
+    }
     assert set(res) <= bottom
 
 
