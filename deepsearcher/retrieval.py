@@ -34,6 +34,9 @@ MAX_QUERY_TERMS = 64
 # question cost 15x a short one, and 128 tokens 4x; 64 (a question of ~250 English
 # characters) costs ~2x, and BM25 still sees the words of the whole question.
 MAX_QUERY_TOKENS = 64
+# The store is asked for this many times top_k hits, so that top_k remain when copies of one
+# passage (the same file in two folders) are dropped.
+_OVERFETCH = 2
 # Characters of the words kept: a language written without spaces is one long "word" here.
 _MAX_BM25_CHARS = 1000
 _WORD = re.compile(r"\w+")
@@ -253,7 +256,12 @@ class Retriever:
             per_collection = await asyncio.gather(
                 *(
                     self.store.search(
-                        name, vectors, top_k, texts=texts, hybrid=hybrid, filter=self.filter
+                        name,
+                        vectors,
+                        top_k * _OVERFETCH,
+                        texts=texts,
+                        hybrid=hybrid,
+                        filter=self.filter,
                     )
                     for name in collections
                 )
@@ -267,8 +275,22 @@ class Retriever:
         for qi in range(len(queries)):
             hits = [h for result in per_collection for h in result[qi]]
             hits.sort(key=lambda h: h.score, reverse=True)
-            merged.append(hits[:top_k] if len(collections) > 1 else hits)
+            merged.append(distinct(hits)[:top_k])
         return merged
+
+
+def distinct(hits: Sequence[Hit]) -> list[Hit]:
+    """``hits`` without a passage whose text an earlier (better) one already has: a file kept
+    in two folders, or mailed and saved, is chunked alike, and its copies would otherwise fill
+    half of the top k with passages the reader has already seen."""
+    seen: set[str] = set()
+    kept = []
+    for hit in hits:
+        key = " ".join(hit.text.split()).casefold()
+        if key not in seen:
+            seen.add(key)
+            kept.append(hit)
+    return kept
 
 
 def _without_unopened(

@@ -363,3 +363,26 @@ def test_a_collection_written_before_the_store_split_loads_incrementally(
     assert (changed.files_changed, changed.files_unchanged) == (1, 2)
     record = ds.store.manifest.file_records("c")[str((docs / "doc_001.txt").resolve())]
     assert record.chunks == 1
+
+
+def test_a_file_kept_in_two_folders_is_found_once(tmp_path: Path, make_searcher: Any) -> None:
+    docs = _corpus(tmp_path / "docs", n=4)
+    copy = tmp_path / "docs" / "archive"
+    copy.mkdir()
+    for name in ("doc_001.txt", "doc_002.txt"):
+        (copy / name).write_text((docs / name).read_text(encoding="utf-8"), encoding="utf-8")
+    ds = make_searcher()
+    report = ds.load([docs], "c")
+    assert report.files_new == 6  # both copies are loaded: each is a file the user has
+    top_k = 4
+    hits = asyncio.run(
+        ds.asearch("warehouse robot fleet 1 pallets", collections=["c"], top_k=top_k)
+    )
+    texts = [" ".join(h.text.split()) for h in hits.hits]
+    # Each passage once, best copy first, and still top_k of them: the copies' places are
+    # taken by other passages, not left empty.
+    assert len(texts) == len(set(texts)) == top_k
+    stored = ds.store.search(
+        "c", ds.embedder.embed_query(["warehouse robot fleet 1 pallets"]), top_k
+    )
+    assert len({" ".join(h.text.split()) for h in stored[0]}) < top_k  # the store alone repeats
