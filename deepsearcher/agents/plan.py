@@ -91,6 +91,14 @@ _ROLES = [
     ],
     "headquarters",
 ]
+# Roles held by a person or organisation, and other nouns for one: "Who is …?", not "What".
+_PLACES = frozenset(["birthplace", "hometown", "headquarters"])
+_WHO = frozenset([*(r for r in _ROLES if r not in _PLACES), "person", "people", "man", "woman",
+                  "employee", "engineer", "president", "company", "organisation", "organization",
+                  "firm", "team", "member", "player", "actor", "actress", "singer", "artist",
+                  "leader", "chair", "chairman", "head", "ceo", "contact", "colleague"])  # fmt: skip
+# Where a described phrase's head noun ends: "the account manager for …", "the site where …".
+_HEAD_END = frozenset(["of", "for", "at", "behind", *_RELATIVE])
 _ROLE = re.compile(
     r"\bthe\s+[\w-]+\s+(?:behind|of)\s+the\s+[\w-]+\s+(?:\w+ed|in|at|on|from|with)\b.*"
     r"|\bthe\s+[\w-]+\s+behind\s+\w.*"
@@ -330,7 +338,15 @@ def _described_chain(question: str, described: str, raw_steps: Sequence[str]) ->
     second = next((t for t in steps if references(t) == (1,)), None)
     dropped = [t for t in steps if t not in (first, second)]
     rest = _terms(question) - _terms(described)
-    if first is None or not (_terms(first) & _terms(described)) or (rest and _terms(first) & rest):
+    head = _head(described)
+    if (
+        first is None
+        or not (_terms(first) & _terms(described))
+        or (rest and _terms(first) & rest)
+        # "Where is the part stored in bin B-14-03?" for "the supplier of the part stored in
+        # bin B-14-03" finds the part, not its supplier.
+        or (head in _ROLES and not _terms(head) & _terms(first))
+    ):
         if first is not None:
             dropped.append(first)
         first = _lookup_of(described)
@@ -352,7 +368,22 @@ def _lookup_of(described: str) -> str:
         return f"{m.group(1).capitalize()} {m.group(2)}?"
     if described.casefold().startswith("where "):
         return f"Where is it that {described[6:]}?"
-    return f"Who or what is {described}?"
+    # A 1.5B model asked "Who or what is the site where the NR-7 is assembled?" names a person.
+    return f"{'Who' if _head(described) in _WHO else 'What'} is {described}?"
+
+
+def _head(described: str) -> str:
+    """The noun a described phrase is about: "manager" in "the account manager for the
+    customer …", "site" in "the site where …"; "" when it does not start with a determiner."""
+    words = [w.casefold() for w in _TOKEN.findall(described)]
+    if not words or words[0] not in _DETERMINERS:
+        return ""
+    head = ""
+    for w in words[1:]:
+        if w in _HEAD_END:
+            break
+        head = w
+    return head.removesuffix("'s").removesuffix("’s")
 
 
 def _with_reference(question: str, described: str) -> str:
