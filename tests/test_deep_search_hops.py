@@ -148,6 +148,43 @@ def test_an_answer_asked_again_that_states_the_last_hop_is_taken(
     assert any("written again" in n for n in answer.notes)
 
 
+def test_a_chain_goes_on_through_a_record_identifier(
+    tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
+) -> None:
+    # Exports name a ticket's customer by its id; the id is what finds the customer's record.
+    docs = {
+        "tickets.jsonl": (
+            '{"ticket_id": "SR-10482", "customer_id": "C-0117", "device": "Lumen PM-2"}\n'
+            '{"ticket_id": "SR-10483", "customer_id": "C-0101", "device": "Aurora IP-3"}\n'
+        ),
+        "crm.json": (
+            '[{"customer_id": "C-0117", "name": "Lakeside Clinic", '
+            '"account_manager": "Elin Forsberg"}, {"customer_id": "C-0101", '
+            '"name": "Nordic Care", "account_manager": "Karl Dahl"}]'
+        ),
+    }
+    ds = make_searcher(_settings(settings, llm_server, max_iter=3))
+    ds.load([write_docs(tmp_path / "records", docs)], "docs")
+
+    def reply(req: dict[str, Any]) -> str:
+        text = _prompt(req)
+        lookup = re.search(r"Lookup: (.*)", outside_documents(text))
+        wanted = "Elin Forsberg" if lookup and "C-0117" in lookup.group(1) else "C-0117"
+        found = re.findall(r"<document[^>]*>\n(.*?)\n</document>", text, re.S)
+        n = next((i for i, d in enumerate(found, start=1) if wanted in d), 0)
+        return json.dumps({"answer": wanted, "document": n, "useful": [n] if n else []})
+
+    llm_server.add_rule(lambda r: task_of(r) == "extract", reply)
+    answer, _events = _run(
+        ds, "Who is the account manager for the customer behind ticket SR-10482?"
+    )
+    assert [(h.answer, h.status) for h in answer.hops] == [
+        ("C-0117", "answered"),
+        ("Elin Forsberg", "answered"),
+    ]
+    assert answer.hops[1].query == "Who is the account manager for C-0117?"
+
+
 def test_restated_lookups_are_not_searched(
     tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
 ) -> None:

@@ -193,13 +193,14 @@ _NUMBER_WORD = re.compile(
 )
 
 
-def fits(query: str, answer: str) -> bool:
+def fits(query: str, answer: str, passage: str = "") -> bool:
     """Whether ``answer`` is the kind of thing ``query`` asks for, where the question word
-    says so: a person or organisation has no digits, a date has a digit or a month, an
-    amount a number. A 1.5B model asked "Who owns the CAPA…?" answers "Aurora IP-3"."""
+    says so: a person or organisation has no digits (unless ``passage`` gives it as the value
+    of a field the query names: ``labelled``), a date has a digit or a month, an amount a
+    number. A 1.5B model asked "Who owns the CAPA…?" answers "Aurora IP-3"."""
     head = query.strip().casefold()
     if re.match(r"(?:who|whom|whose)\b", head):
-        return not re.search(r"\d", answer)
+        return not re.search(r"\d", answer) or labelled(query, answer, passage)
     if re.match(r"(?:when|what (?:year|date|day|month))\b", head):
         return bool(_MONTH.search(answer))
     if re.match(
@@ -209,6 +210,29 @@ def fits(query: str, answer: str) -> bool:
     if re.match(r"where\b", head):  # a place, not a quantity ("12,000" for where goods go)
         return not re.fullmatch(r"\s*\d[\d.,\s]*(?:%|pcs|units?)?\s*", answer, re.IGNORECASE)
     return True
+
+
+# An identifier a record knows someone or something by: "C-0117", "EMP_2041", "SUP-12A".
+_CODE = re.compile(r"[A-Z]{1,5}[-_]?\d[\w-]*")
+# The label before a field's value on its line ("customer_id: ", "Owner = ", "supplier | ").
+_LABEL_CHARS = 40
+
+
+def labelled(query: str, answer: str, passage: str) -> bool:
+    """Whether ``answer`` is an identifier that ``passage`` gives as the value of a field
+    named by a word of ``query``: "Who is the customer behind ticket SR-10482?" is answered
+    "C-0117" by the line "customer_id: C-0117", and the next lookup finds the customer by it."""
+    if not _CODE.fullmatch(answer.strip()):
+        return False
+    wanted = {w for w in _echo_words(query) if len(w) > 3 and not w[0].isdigit()}
+    for line in passage.splitlines():
+        at = line.find(answer.strip())
+        if at < 0:
+            continue
+        label = line[max(0, at - _LABEL_CHARS) : at].casefold()
+        if any(w in label for w in wanted):
+            return True
+    return False
 
 
 # A lookup that offers its answers ("Which was founded first, X or Y?") is answered with words
@@ -269,10 +293,12 @@ async def extract(
     answer, n, useful = await ask(ctx, messages_for(prompt), parse, schema=schema)
     if useful is not None:
         useful = frozenset(i for i in useful if 1 <= i <= len(hits))
-    if not answer or not fits(query, answer) or echoes(answer, query, asked):
+    if not answer or echoes(answer, query, asked):
         return Extracted("", None, useful)
     hit = ground(answer, hits, n)
-    return Extracted(answer if hit is not None else "", hit, useful)
+    if hit is None or not fits(query, answer, hit.text):
+        return Extracted("", None, useful)
+    return Extracted(answer, hit, useful)
 
 
 async def reflect(
