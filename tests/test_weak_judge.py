@@ -273,6 +273,14 @@ def test_standalone_leaves_self_contained_queries_alone() -> None:
     assert standalone(q, q) == q  # the question itself
     made = standalone("What is its lead time?", q)
     assert made.startswith("What is its lead time") and "NR-7" in made and "battery" in made
+    # "that" starting a relative clause points back to nothing: the lookup stays as written
+    # (it lost its "that" and gained "(directed)" before).
+    film = "Who directed the film that was shot in or around Leland, North Carolina in 1986"
+    lookup = "What is the film that was shot in or around Leland, North Carolina in 1986?"
+    assert standalone(lookup, film) == lookup
+    assert standalone("Who manages that office?", "Who manages the Austin office?") == (
+        "Who manages office (Austin)"
+    )
 
 
 # -- citations that hold ---------------------------------------------------------------------

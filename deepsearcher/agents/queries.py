@@ -18,13 +18,20 @@ QUERIES_SCHEMA = JsonSchema(
 )
 
 # A pronoun, or a demonstrative before a noun ("that office", "these rules"): words that only
-# mean something next to the question they came from.
+# mean something next to the question they came from. "that" before a verb starts a relative
+# clause ("the film that was shot in Leland"), which points nowhere.
+_NOT_A_NOUN = (
+    r"(?!(?:was|is|were|are|has|had|have|will|would|can|could|did|does|do|may|might|must|"
+    r"should|shall|be|been)\b)"
+)
 _BACK_REFERENCE = re.compile(
     r"\b(?:he|she|it|they|him|them|his|its|their|theirs|hers)\b"
-    r"|\b(?:that|this|these|those|the same|said|the former|the latter)\s+[a-z][\w-]*",
+    rf"|\b(?:that|this|these|those|the same|said|the former|the latter)\s+{_NOT_A_NOUN}[a-z][\w-]*",
     re.IGNORECASE,
 )
-_DEMONSTRATIVE = re.compile(r"\b(?:that|this|these|those|said)\s+(?=[a-z])", re.IGNORECASE)
+_DEMONSTRATIVE = re.compile(
+    rf"\b(?:that|this|these|those|said)\s+{_NOT_A_NOUN}(?=[a-z])", re.IGNORECASE
+)
 _WORD = re.compile(r"[\w][\w.'%-]*[\w%]|\w", re.UNICODE)
 _FILLER_WORDS = """a an the and or of in on at to for by with from as is are was were be been being do does
     did what which who whom whose when where why how that this these those it its their there
