@@ -238,6 +238,51 @@ def test_a_question_one_retrieval_answers_costs_two_calls_over_one_prefix(
     assert answer.to_dict()["first_token_s"] == round(answer.first_token_s, 3)
 
 
+@pytest.mark.parametrize(
+    "written",
+    ["The documents do not state it.", "Administrator accounts are managed centrally [1]."],
+)
+def test_a_one_lookup_answer_that_misses_what_the_lookup_found_is_repaired(
+    tmp_path: Path,
+    settings: Settings,
+    make_searcher: Any,
+    llm_server: ScriptedLLMServer,
+    written: str,
+) -> None:
+    # The local model extracted "310" latches on hand, then wrote about something else, or
+    # that the documents do not state it, and again when asked once more: the finding is
+    # stated with its citation.
+    llm_server.add_rule(
+        lambda r: task_of(r) == "answer" or "cannot be used as it is" in _prompt(r),
+        lambda r: written,
+    )
+    ds = make_searcher(_settings(settings, llm_server))
+    ds.load([write_docs(tmp_path / "d")], "docs")
+    answer, _events = _run(ds, "How often do administrator passwords change?")
+    tasks = [task_of(r) for r in llm_server.requests]
+    again = [r for r in llm_server.requests if "cannot be used as it is" in _prompt(r)]
+    assert len(again) == 1 and "ninety days" in _prompt(again[0]), tasks
+    assert "ninety days [" in answer.answer and "do not state" not in answer.answer
+    if "managed" in written:  # what the model wrote stays beside the finding
+        assert answer.answer.startswith("Administrator accounts are managed centrally")
+    assert any("security.md" in s.source for s in answer.sources)
+    assert any(n.startswith("answer repaired") for n in answer.notes) and answer.stream_replaced
+
+
+def test_a_one_lookup_answer_that_states_the_finding_costs_no_repair(
+    tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
+) -> None:
+    llm_server.add_rule(
+        lambda r: task_of(r) == "answer",
+        lambda r: "Administrator passwords change every ninety days [1].",
+    )
+    ds = make_searcher(_settings(settings, llm_server))
+    ds.load([write_docs(tmp_path / "d")], "docs")
+    answer, _events = _run(ds, "How often do administrator passwords change?")
+    assert [task_of(r) for r in llm_server.requests] == ["extract", "answer"]
+    assert not answer.stream_replaced and not any("repaired" in n for n in answer.notes)
+
+
 def test_the_passage_a_lookup_answered_from_is_kept_though_not_listed(
     tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
 ) -> None:

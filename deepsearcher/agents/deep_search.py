@@ -386,9 +386,14 @@ class DeepSearchAgent:
                 )
         answered = [h for h in s.hops if h.status == "answered" and h.index in s.hits_of]
         facts = {h.index: Fact(h.query, h.answer, s.hits_of[h.index]) for h in answered}
-        # What the question asks of a chain: the answers of its last lookups.
+        # What the question asks of a chain: the answers of its last lookups; of a question
+        # that is one lookup, that lookup's answer (the local model found "310" latches on
+        # hand, then answered about the latches' revision). Parallel parts are not required:
+        # a part's lookup may be answered from the wrong row, and the answer can say so.
         needed = {d for h in s.hops for d in h.depends_on}
         required = [facts[h.index] for h in answered if h.depends_on and h.index not in needed]
+        if len(s.hops) == 1 and answered:
+            required = [facts[answered[0].index]]
         verified = {i for i, kept_ in s.verdicts.items() if kept_}
         unjudged = sorted(s.retrieved.values(), key=lambda h: -s.fused.get(h.id, 0.0))
         async for ev in write_answer(

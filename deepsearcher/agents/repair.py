@@ -1,7 +1,9 @@
 """Repairing a finished answer: a citation standing where its fact belongs ("The release that
-fixed it is [3].") and, for a chain of lookups, an answer that stops at the first one ("The
-person who approved it is Johan Lindqvist." when the question asks for his office). Each fix
-is said in a note and marks the streamed text as replaced."""
+fixed it is [3].") and an answer that does not state what its lookups found: for a chain, one
+that stops at the first lookup ("The person who approved it is Johan Lindqvist." when the
+question asks for his office); for a one-lookup question, one that says something else or
+that the documents do not state it. Each fix is said in a note and marks the streamed text
+as replaced."""
 
 from __future__ import annotations
 
@@ -10,7 +12,13 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from deepsearcher.agents import prompts
-from deepsearcher.agents.citations import cited_sources, fact_is_marker, sentence_spans, tidy
+from deepsearcher.agents.citations import (
+    NOT_STATED,
+    cited_sources,
+    fact_is_marker,
+    sentence_spans,
+    tidy,
+)
 from deepsearcher.agents.hops import Fact, holds
 from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.llm import Message
@@ -38,11 +46,12 @@ async def repair(
     answer: Answer,
     events: list[Event],
 ) -> str:
-    """``text`` with no citation standing where its fact belongs ("… is [3].") and, for a
-    chain of lookups, stating what its last lookup found (a small model often stops at the
-    first: "The person who approved it is Johan Lindqvist."). Fixed from the lookups' answers
-    where they fit, else the answer is asked for once more, else the cited passage's words are
-    quoted and the missing fact is added with its citation. Each repair is said in a note."""
+    """``text`` with no citation standing where its fact belongs ("… is [3].") and stating
+    what ``reply.required`` holds (a chain's last lookup, a one-lookup question's lookup).
+    Fixed from the lookups' answers where they fit, else the answer is asked for once more,
+    else the cited passage's words are quoted and the missing fact is added with its
+    citation (in place of an answer that only says the documents do not state it). Each
+    repair is said in a note."""
     bad = _marker_facts(text)
     if bad:
         fixed = _fill_from_facts(text, bad, passages, facts)
@@ -76,11 +85,16 @@ async def repair(
         text = _quote_passages(text, bad, passages)
         events.append(_repaired(ctx, answer, "the cited passage's words are quoted instead"))
     if missing:
-        text = text.rstrip() + "".join(
-            f" {f.query.rstrip(' ?？')}: {f.answer}"
-            + (f" [{_number(f, passages)}]" if _number(f, passages) else "")
-            + "."
-            for f in missing
+        if all(NOT_STATED.search(text[a:b]) for a, b in sentence_spans(text)):
+            text = ""  # "The documents do not state it." beside the finding would deny it
+        text = (
+            text.rstrip()
+            + "".join(
+                f" {f.query.rstrip(' ?？')}: {f.answer}"
+                + (f" [{_number(f, passages)}]" if _number(f, passages) else "")
+                + "."
+                for f in missing
+            ).lstrip()
         )
         events.append(
             _repaired(
