@@ -18,7 +18,9 @@ passages even when the word is NO), ``stream_usage = False`` (no usage in stream
 ``stream_options``), ``copy_examples`` (replies that copy the prompt's example), the "abort"
 fault (a stream that ends without a finish_reason), and how a small model answers
 (``answer_style``): ``"no-markers"`` (a right answer with no ``[n]``), ``"marker-as-fact"``
-("The answer is [1]."), ``"first-hop"`` (the answer stops at the first lookup's fact).
+("The answer is [1]."), ``"first-hop"`` (the answer stops at the first lookup's fact). By
+default an answer states the last finding the prompt lists, in the words of the document it
+came from, else it is the first sentence of document 1; both cite what they quote.
 
 Prompts over passages put the ``<document>`` blocks first and the ``TASK:`` line after them; the
 task, its ``Question:``/``Lookup:`` lines and its instructions are read from the text outside
@@ -278,13 +280,24 @@ def _answer_reply(text: str, style: str) -> str:
         return NO_ANSWER
     first = next((body for n, body in docs if n == "1"), docs[0][1]).strip()
     sentence = re.split(r"(?<=[.!?])\s+", first, maxsplit=1)[0].strip()
-    facts = re.findall(r"^- .*? (\S.*?) \[(\d+)\]$", outside_documents(text), re.MULTILINE)
+    # "- <lookup> <its answer> [n]" per finding; a lookup ends at its question mark.
+    facts = re.findall(
+        r"^- (?:.*?[?？] |\S+ )(\S.*?) \[(\d+)\]$", outside_documents(text), re.MULTILINE
+    )
     if style == "marker-as-fact":
         return "The answer to the question is [1]."
     if style == "first-hop" and facts:
         return f"The answer is {facts[0][0]} [{facts[0][1]}]."
     if style == "no-markers":
         return sentence
+    if facts and not style:
+        # A model that reads what the lookups found states the last finding, citing the
+        # document it came from, in that document's words.
+        found, n = facts[-1]
+        body = next((b for m, b in docs if m == n), "")
+        holding = [t for t in re.split(r"(?<=[.!?])\s+|\n+", body) if found in t]
+        if holding:
+            return f"{holding[0].strip().rstrip('.')} [{n}]."
     return f"{sentence} [1]"
 
 

@@ -300,6 +300,9 @@ def test_streams_aborted_by_the_other_sections_are_written_again_alone() -> None
 def test_a_planned_section_that_found_nothing_citable_is_named_as_missing() -> None:
     llm = ScriptedChatModel()
     _script(llm)
+    # Its lookup finds nothing and its answer says so (a lookup that found something would
+    # be stated: the answer must state what its one lookup found).
+    llm.add_rule(lambda p: "TASK: extract" in p and "Lyon" in p, '{"answer": "", "document": 0}')
     llm.add_rule(lambda p: "TASK: answer" in p and "Lyon" in p, "The documents do not state it.")
     report, _ = _run(llm)
     assert report.missing == ["section 'Lyon office': no cited evidence found"]

@@ -87,15 +87,13 @@ async def repair(
     if missing:
         if all(NOT_STATED.search(text[a:b]) for a, b in sentence_spans(text)):
             text = ""  # "The documents do not state it." beside the finding would deny it
-        text = (
-            text.rstrip()
-            + "".join(
-                f" {f.query.rstrip(' ?？')}: {f.answer}"
-                + (f" [{_number(f, passages)}]" if _number(f, passages) else "")
-                + "."
-                for f in missing
-            ).lstrip()
+        findings = "".join(
+            f" {f.query.rstrip(' ?？')}: {f.answer}"
+            + (f" [{_number(f, passages)}]" if _number(f, passages) else "")
+            + "."
+            for f in missing
         )
+        text = (text.rstrip() + findings).lstrip()
         events.append(
             _repaired(
                 ctx,
