@@ -9,7 +9,15 @@ import pytest
 
 from deepsearcher.agents.attribution import Attributor, overlaps, with_citations
 from deepsearcher.agents.citations import fact_is_marker, markers_to_end
-from deepsearcher.agents.hops import echoes, fits, ground, holds, parse_extracted, resolve
+from deepsearcher.agents.hops import (
+    echoes,
+    fits,
+    ground,
+    holds,
+    parse_extracted,
+    resolve,
+    wrong_field,
+)
 from deepsearcher.agents.plan import (
     described_phrase,
     make_plan,
@@ -328,6 +336,22 @@ def test_who_is_answered_by_an_identifier_only_where_a_field_names_it() -> None:
     # A product name is no identifier, whatever line it is on.
     assert not fits("Who owns the CAPA for the late occlusion alarm?", "Aurora IP-3",
                     "CAPA-2025-047 owner: Aurora IP-3")  # fmt: skip
+
+
+def test_an_answer_from_a_field_the_lookup_does_not_name_is_no_answer() -> None:
+    record = (
+        "ticket_id: SR-10482\nopened_at: 2025-03-24T01:00\ncustomer_id: C-0117\n"
+        "device.model: Lumen PM-2\npriority: P3\nstatus: closed\nassignee: Anders Holm"
+    )
+    customer = "Who is the customer behind ticket SR-10482?"
+    assert wrong_field(customer, "Anders Holm", record)  # what the local model answered
+    assert not wrong_field(customer, "C-0117", record)
+    assert not wrong_field("Who is the assignee of ticket SR-10482?", "Anders Holm", record)
+    # No label names what is asked (the ticket's own id does not count): any field may hold it.
+    assert not wrong_field("Who handles ticket SR-10482?", "Anders Holm", record)
+    # Prose is no record.
+    prose = "Anders Holm handles ticket SR-10482.\nThe customer is C-0117."
+    assert not wrong_field(customer, "Anders Holm", prose)
 
 
 def test_where_is_answered_with_a_place_not_a_quantity() -> None:

@@ -235,6 +235,37 @@ def labelled(query: str, answer: str, passage: str) -> bool:
     return False
 
 
+# A record's field as loaders write JSON, CSV rows and key-value text: "label: value".
+_FIELD = re.compile(r"^\s*([^\W\d][\w .-]{0,39}?)\s*[:=]\s*(\S.*)$")
+_MIN_FIELDS = 3
+
+
+def _label_words(text: str) -> set[str]:
+    return {w[:5] for w in re.split(r"[\W_]+", text.casefold()) if len(w) > 3}
+
+
+def wrong_field(query: str, answer: str, passage: str) -> bool:
+    """Whether ``answer`` comes from another field of a record than the one ``query`` names:
+    the record holds it only under labels sharing no word with the query, while another of
+    its labels does. Asked "Who is the customer behind ticket SR-10482?", the local model
+    answers "Anders Holm" from "assignee: Anders Holm" beside "customer_id: C-0117"."""
+    fields = [(m.group(1), m.group(2)) for m in map(_FIELD.match, passage.splitlines()) if m]
+    if len(fields) < _MIN_FIELDS:
+        return False
+    wanted = _label_words(query)
+    value = answer.strip().casefold()
+    under = [_label_words(label) for label, text in fields if value in text.casefold()]
+    if not under or any(words & wanted for words in under):
+        return False
+    # The field the query names the record by ("ticket_id: SR-10482") names no answer.
+    asked = query.casefold()
+    return any(
+        _label_words(label) & wanted
+        for label, text in fields
+        if text.strip().casefold() not in asked
+    )
+
+
 # A lookup that offers its answers ("Which was founded first, X or Y?") is answered with words
 # it holds; "who or what" offers none.
 _ALTERNATIVES = re.compile(
@@ -279,8 +310,9 @@ async def extract(
 ) -> Extracted:
     """The lookup's answer from the round's passages; with ``question``, the call also names
     the passages useful for the lookup or the question (the round's verdicts). LLM failures
-    and a spent budget raise; an answer no passage holds, of the wrong kind, or that only
-    repeats the lookup or the question ``asked`` comes back as not found."""
+    and a spent budget raise; an answer no passage holds, of the wrong kind, from a record's
+    field the lookup does not name, or that only repeats the lookup or the question
+    ``asked`` comes back as not found."""
     if question is None:
         task = prompts.EXTRACT.format(query=escape_document(query))
         schema, parse = EXTRACT_SCHEMA, parse_extracted_judged
@@ -296,7 +328,7 @@ async def extract(
     if not answer or echoes(answer, query, asked):
         return Extracted("", None, useful)
     hit = ground(answer, hits, n)
-    if hit is None or not fits(query, answer, hit.text):
+    if hit is None or not fits(query, answer, hit.text) or wrong_field(query, answer, hit.text):
         return Extracted("", None, useful)
     return Extracted(answer, hit, useful)
 
