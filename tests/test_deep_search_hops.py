@@ -33,6 +33,19 @@ CHAIN_DOCS = {
 }
 
 
+RECORDS = {
+    "tickets.jsonl": (
+        '{"ticket_id": "SR-10482", "customer_id": "C-0117", "device": "Lumen PM-2"}\n'
+        '{"ticket_id": "SR-10483", "customer_id": "C-0101", "device": "Aurora IP-3"}\n'
+    ),
+    "crm.json": (
+        '[{"customer_id": "C-0117", "name": "Lakeside Clinic", '
+        '"account_manager": "Elin Forsberg"}, {"customer_id": "C-0101", '
+        '"name": "Nordic Care", "account_manager": "Karl Dahl"}]'
+    ),
+}
+
+
 def _settings(settings: Settings, server: ScriptedLLMServer, **query: Any) -> Settings:
     s = settings.model_copy(deep=True)
     s.llm.base_url = server.base_url
@@ -152,19 +165,8 @@ def test_a_chain_goes_on_through_a_record_identifier(
     tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
 ) -> None:
     # Exports name a ticket's customer by its id; the id is what finds the customer's record.
-    docs = {
-        "tickets.jsonl": (
-            '{"ticket_id": "SR-10482", "customer_id": "C-0117", "device": "Lumen PM-2"}\n'
-            '{"ticket_id": "SR-10483", "customer_id": "C-0101", "device": "Aurora IP-3"}\n'
-        ),
-        "crm.json": (
-            '[{"customer_id": "C-0117", "name": "Lakeside Clinic", '
-            '"account_manager": "Elin Forsberg"}, {"customer_id": "C-0101", '
-            '"name": "Nordic Care", "account_manager": "Karl Dahl"}]'
-        ),
-    }
     ds = make_searcher(_settings(settings, llm_server, max_iter=3))
-    ds.load([write_docs(tmp_path / "records", docs)], "docs")
+    ds.load([write_docs(tmp_path / "records", RECORDS)], "docs")
 
     def reply(req: dict[str, Any]) -> str:
         text = _prompt(req)
@@ -183,6 +185,44 @@ def test_a_chain_goes_on_through_a_record_identifier(
         ("Elin Forsberg", "answered"),
     ]
     assert answer.hops[1].query == "Who is the account manager for C-0117?"
+
+
+def test_a_first_lookup_found_by_reflection_still_leads_to_the_next(
+    tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
+) -> None:
+    # The first reading finds nothing and names no passage useful; reflection's queries find
+    # the customer; the account manager is then searched in the last round allowed. Before,
+    # the dependent lookup was skipped (its lookup looked finished while searched again) and
+    # the passages judged away in the first reading stopped the later readings.
+    ds = make_searcher(_settings(settings, llm_server, max_iter=3))
+    ds.load([write_docs(tmp_path / "records", RECORDS)], "docs")
+    readings: list[str] = []
+
+    def reply(req: dict[str, Any]) -> str:
+        text = _prompt(req)
+        lookup = re.search(r"Lookup: (.*)", outside_documents(text))
+        readings.append(lookup.group(1) if lookup else "")
+        if len(readings) == 1:
+            return '{"answer": "", "document": 0, "useful": []}'
+        wanted = "Elin Forsberg" if "C-0117" in readings[-1] else "C-0117"
+        found = re.findall(r"<document[^>]*>\n(.*?)\n</document>", text, re.S)
+        n = next((i for i, d in enumerate(found, start=1) if wanted in d), 0)
+        return json.dumps({"answer": wanted, "document": n, "useful": [n] if n else []})
+
+    llm_server.add_rule(lambda r: task_of(r) == "extract", reply)
+    gaps = {"queries": ["What is the customer ID for ticket SR-10482?"]}
+    llm_server.add_rule(lambda r: task_of(r) == "reflect", json.dumps(gaps))
+    answer, _events = _run(
+        ds, "Who is the account manager for the customer behind ticket SR-10482?"
+    )
+    assert [task_of(r) for r in llm_server.requests] == [
+        "plan", "extract", "reflect", "extract", "extract", "answer"
+    ]  # fmt: skip
+    assert [(h.answer, h.status) for h in answer.hops] == [
+        ("C-0117", "answered"),
+        ("Elin Forsberg", "answered"),
+    ]
+    assert answer.iterations == 3 and "Elin Forsberg" in answer.answer
 
 
 def test_restated_lookups_are_not_searched(

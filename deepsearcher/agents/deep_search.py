@@ -302,7 +302,11 @@ class DeepSearchAgent:
         self, ctx: RunContext, s: SearchState, hop: Hop, max_iter: int, useful: list[frozenset[int]]
     ) -> AsyncIterator[Event]:
         hop.query = hop.query or resolve(hop.question, s.answers())
-        docs = s.usable(s.docs)
+        # Passages judged away before this lookup is read do not stop it when its own call is
+        # the judge (query.rerank "lookup": earlier verdicts came from another lookup's call),
+        # nor when it is searched again with reflection's queries (written for it).
+        fresh = s.rerank == "lookup" or hop.index in s.tried
+        docs = s.docs if fresh else s.usable(s.docs)
         found = Extracted("", None)
         if docs:
             try:

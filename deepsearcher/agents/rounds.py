@@ -106,7 +106,12 @@ def next_round(s: SearchState, max_iter: int, max_queries: int) -> Work | None:
         if hop.status == "answered" or hop.status == "skipped":
             continue
         if any(d not in answers for d in hop.depends_on):
-            if any(s.finished(d) for d in hop.depends_on if d not in answers):
+            # A lookup searched again this round (its reflection queries taken just above) is
+            # not finished: what depends on it waits for the next round.
+            this_round = {h.index for h in work.hops}
+            if any(
+                s.finished(d) and d not in this_round for d in hop.depends_on if d not in answers
+            ):
                 hop.status = "skipped"  # what it needs was not found
             continue
         if hop.index in s.gaps:
