@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from deepsearcher.agents import DeepSearchAgent, NaiveRAGAgent
-from deepsearcher.agents.citations import unsupported_citations
+from deepsearcher.agents.citations import tidy, unsupported_citations
 from deepsearcher.agents.judge import yes_no_margin, yes_no_margins
 from deepsearcher.agents.parsing import OutputParseError, parse_queries
 from deepsearcher.agents.queries import standalone
@@ -284,6 +284,26 @@ def test_standalone_leaves_self_contained_queries_alone() -> None:
 
 
 # -- citations that hold ---------------------------------------------------------------------
+
+
+def test_sentences_that_only_say_where_the_answer_was_found_are_left_out() -> None:
+    # What the local model appends to its answers; its citation goes to the sentence before
+    # when that one has none, and a sentence that states something of its own stays.
+    assert (
+        tidy(
+            "The account manager is Elin Forsberg [1]. This information can be found in document "
+            "1, which contains the details of the customer and their account manager [4]."
+        )
+        == "The account manager is Elin Forsberg [1]."
+    )
+    assert tidy("The range is 2 to 8 °C. This is stated in documents [3] and [4].") == (
+        "The range is 2 to 8 °C [3][4]."
+    )
+    kept = "Her extension is 4471 [1]. This is stated in the directory, which lists E1163 [1]."
+    assert tidy(kept) == kept
+    assert tidy("This information is found in document [1].") == (
+        "This information is found in document [1]."
+    )  # the only sentence: nothing to give its citation to
 
 
 def test_sources_are_the_cited_passages_and_unsupported_citations_are_flagged() -> None:

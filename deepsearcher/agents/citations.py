@@ -179,10 +179,63 @@ def cited_sources(answer_text: str, passages: Sequence[Hit]) -> tuple[str, list[
 
 
 def tidy(text: str) -> str:
-    """Citations kept inside their sentence and after what a verb says."""
+    """Citations kept inside their sentence and after what a verb says; sentences that only
+    say where the answer was found left out (``talks_about_sources``)."""
     text = citations_inside(text)
     out, pos = [], 0
     for a, b in sentence_spans(text):
         out += [text[pos:a], markers_to_end(text[a:b])]
         pos = b
-    return "".join(out) + text[pos:]
+    return without_source_talk("".join(out) + text[pos:])
+
+
+# "This information can be found in document 1, which …", "This is stated directly in
+# document [3].": a small model's closing sentence about where the answer came from.
+_SOURCE_TALK = re.compile(
+    r"^(?:this|that|these|the\s+(?:above\s+)?(?:information|answer|facts?|details?|data))\b"
+    r"[^.!?]*?\b(?:is|are|was|were|can\s+be|could\s+be|may\s+be)\s+(?:\w+\s+)?"
+    r"(?:found|stated|mentioned|given|listed|provided|shown|confirmed|taken|obtained|seen)\s+"
+    r"(?:directly\s+)?(?:in|from)\s+(?:the\s+)?(?:\w+\s+)?"
+    r"(?:documents?|passages?|sources?|files?|tables?|records?)\b",
+    re.IGNORECASE,
+)
+_DOCUMENT_NUMBER = re.compile(
+    r"\b(?:documents?|passages?|sources?)\s+\d+(?:\s*(?:,|and)\s*\d+)*", re.IGNORECASE
+)
+_NAME_OR_NUMBER = re.compile(r"\d|(?<!^)(?<![.!?]\s)\b(?!Documents?\b)[A-Z]")
+
+
+def talks_about_sources(sentence: str) -> bool:
+    """Whether ``sentence`` only says where the answer was found: no number or name of its
+    own, so it states nothing a reader could check."""
+    bare = _DOCUMENT_NUMBER.sub("document", CITATION.sub("", sentence)).strip()
+    return bool(_SOURCE_TALK.match(bare)) and not _NAME_OR_NUMBER.search(bare[1:])
+
+
+def without_source_talk(text: str) -> str:
+    """``text`` without its sentences that only say where the answer was found; their
+    citations go to the sentence before when it has none (they are its source). The first
+    sentence stays: nothing comes before it."""
+    spans = sentence_spans(text)
+    drop = [i for i, (a, b) in enumerate(spans) if i > 0 and talks_about_sources(text[a:b])]
+    if not drop:
+        return text
+    out, pos, carried = [], 0, ""
+    for i, (a, b) in enumerate(spans):
+        sentence = text[a:b]
+        if i in drop:
+            out.append(text[pos:a].rstrip(" "))
+            pos = b
+            continue
+        nxt = i + 1
+        if nxt in drop and not CITATION.search(sentence):
+            carried = "".join(
+                m.group(0) for m in CITATION.finditer(text[spans[nxt][0] : spans[nxt][1]])
+            )
+        if carried:
+            end = sentence[-1] if sentence[-1:] in ".!?" else ""
+            sentence = f"{sentence[: len(sentence) - len(end)].rstrip()} {carried}{end}"
+            carried = ""
+        out += [text[pos:a], sentence]
+        pos = b
+    return ("".join(out) + text[pos:]).strip()
