@@ -28,7 +28,8 @@ Scoring, without an LLM judge (per run, then per mode and subset):
 - cited: the answer carries at least one ``[n]``, written by the model or attributed;
   attributed: citations the model did not write (``sources[].attributed``);
 - citations hold terms: cited sentences whose cited passages hold a third of the sentence's
-  key terms (the rule research's quality check uses), over all cited sentences;
+  key terms (the rule research's quality check uses; a field name such as
+  ``account_manager`` holds its words), over all cited sentences;
 - attributed hit gold: attributed citations whose passage is a gold passage, over attributed
   citations of questions whose gold passage the answer was given;
 - unsupported: sentences no passage holds (``unsupported_sentences``);

@@ -221,11 +221,11 @@ def fact_as_marker(answer: str) -> bool:
 
 def normalize(text: str) -> str:
     """Lower case, no punctuation (a decimal point stays), digits for number words and no
-    thousands separators, single spaces."""
+    thousands separators, single spaces; a field name's words apart ("account_manager")."""
     text = unicodedata.normalize("NFKC", text).lower()
     text = re.sub(r"(?<=\d)[,\u202f\u00a0 ](?=\d{3}\b)", "", text)
     text = re.sub(r"(?<=\d)\.(?=\d)", "\0", text)  # keep 4.2.1 and 3.1 whole
-    text = re.sub(r"[^\w\0]+", " ", text).replace("\0", ".")
+    text = re.sub(r"[^\w\0]+|_+", " ", text).replace("\0", ".")
     return " ".join(_NUMBER_WORDS.get(w, w) for w in text.split())
 
 
