@@ -473,13 +473,19 @@ def test_fetch_stops_at_the_size_cap(settings: Settings, stub: WebStub) -> None:
 
 
 def _cite_every_passage(req: dict[str, Any]) -> str:
-    """One sentence per passage, in the passage's own words, so every citation holds."""
+    """One sentence per passage, in the passage's own words, so every citation holds: the
+    longest whole sentence of its first 30 words (a sentence cut mid-way would leave its start
+    uncited, and a heading such as "Falcon drone battery policy." states nothing the lookup
+    found, which the answer must state)."""
     bodies = re.findall(
         r"<document[^>]*>\n(.*?)\n</document>", req["messages"][-1]["content"], re.S
     )
-    # Up to the passage's first full stop: a sentence cut mid-way would leave its start uncited.
-    firsts = [re.split(r"(?<=[.!?])\s", " ".join(body.split()[:12]))[0] for body in bodies]
-    return " ".join(f"{first.rstrip('.')} [{n}]." for n, first in enumerate(firsts, 1))
+    picked = []
+    for body in bodies:
+        whole = re.split(r"(?<=[.!?])\s", " ".join(body.split()[:30]))
+        whole = [t for t in whole if t.endswith((".", "!", "?"))] or whole
+        picked.append(max(whole, key=lambda t: len(t.split())))
+    return " ".join(f"{t.rstrip('.')} [{n}]." for n, t in enumerate(picked, 1))
 
 
 @pytest.fixture
