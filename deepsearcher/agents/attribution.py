@@ -26,6 +26,7 @@ import numpy as np
 from deepsearcher.agents.citations import (
     CITATION,
     NOT_STATED,
+    cite_at_end,
     claim_of,
     is_supported,
     key_terms,
@@ -221,9 +222,7 @@ def with_citations(
         sentence = text[s.start : s.end]
         if s.attributed:
             bare = " ".join(citation.sub("", sentence).split())
-            end = bare[-1] if bare and bare[-1] in ".!?。！？" else ""
-            body = bare[: len(bare) - len(end)].rstrip()
-            sentence = f"{body} {''.join(marker(n) for n in s.cited)}{end}"
+            sentence = cite_at_end(bare, "".join(marker(n) for n in s.cited))
         out.append(sentence)
         pos = s.end
     out.append(text[pos:])

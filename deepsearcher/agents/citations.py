@@ -17,6 +17,7 @@ CITATION = re.compile(r"\[(\d{1,3})\]")
 LOOSE_CITATION = re.compile(
     r"\[\s*(?:sources?\s*)?(\d{1,3}(?:\s*[,;]\s*(?:sources?\s*)?\d{1,3})*)\s*\]", re.IGNORECASE
 )
+_CLOSING = ".!?。！？"  # a sentence's closing punctuation, which its citations go before
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _CITE_AFTER_END = re.compile(r"([.!?])\s*((?:\[[^\]\n]{1,40}\])+)")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.!?,;:])")
@@ -115,10 +116,8 @@ def markers_to_end(sentence: str) -> str:
     m = _MARKER_MID_CLAUSE.search(sentence)
     if m is None:
         return sentence
-    rest = (sentence[: m.start(2)] + sentence[m.end(2) :].lstrip()).rstrip()
-    end = rest[-1] if rest and rest[-1] in ".!?" else ""
-    body = rest[: len(rest) - len(end)].rstrip()
-    return f"{' '.join(body.split())} {m.group(2)}{end}"
+    rest = sentence[: m.start(2)] + sentence[m.end(2) :].lstrip()
+    return cite_at_end(" ".join(rest.split()), m.group(2))
 
 
 def claim_of(sentence: str, citation: re.Pattern[str]) -> str:
@@ -217,25 +216,28 @@ def without_source_talk(text: str) -> str:
     citations go to the sentence before when it has none (they are its source). The first
     sentence stays: nothing comes before it."""
     spans = sentence_spans(text)
-    drop = [i for i, (a, b) in enumerate(spans) if i > 0 and talks_about_sources(text[a:b])]
+    drop = {i for i, (a, b) in enumerate(spans) if i > 0 and talks_about_sources(text[a:b])}
     if not drop:
         return text
-    out, pos, carried = [], 0, ""
+    out, pos = [], 0
     for i, (a, b) in enumerate(spans):
-        sentence = text[a:b]
         if i in drop:
             out.append(text[pos:a].rstrip(" "))
-            pos = b
-            continue
-        nxt = i + 1
-        if nxt in drop and not CITATION.search(sentence):
-            carried = "".join(
-                m.group(0) for m in CITATION.finditer(text[spans[nxt][0] : spans[nxt][1]])
-            )
-        if carried:
-            end = sentence[-1] if sentence[-1:] in ".!?" else ""
-            sentence = f"{sentence[: len(sentence) - len(end)].rstrip()} {carried}{end}"
-            carried = ""
-        out += [text[pos:a], sentence]
+        else:
+            sentence = text[a:b]
+            if i + 1 in drop and not CITATION.search(sentence):
+                talk = text[spans[i + 1][0] : spans[i + 1][1]]
+                marks = "".join(m.group(0) for m in CITATION.finditer(talk))
+                sentence = cite_at_end(sentence, marks)
+            out += [text[pos:a], sentence]
         pos = b
     return ("".join(out) + text[pos:]).strip()
+
+
+def cite_at_end(sentence: str, markers: str) -> str:
+    """``sentence`` with ``markers`` ("[2][3]") before its closing punctuation; unchanged when
+    there are none."""
+    if not markers:
+        return sentence
+    end = sentence[-1] if sentence[-1:] in _CLOSING else ""
+    return f"{sentence[: len(sentence) - len(end)].rstrip()} {markers}{end}"

@@ -214,27 +214,6 @@ def fits(query: str, answer: str, passage: str = "") -> bool:
 
 # An identifier a record knows someone or something by: "C-0117", "EMP_2041", "SUP-12A".
 _CODE = re.compile(r"[A-Z]{1,5}[-_]?\d[\w-]*")
-# The label before a field's value on its line ("customer_id: ", "Owner = ", "supplier | ").
-_LABEL_CHARS = 40
-
-
-def labelled(query: str, answer: str, passage: str) -> bool:
-    """Whether ``answer`` is an identifier that ``passage`` gives as the value of a field
-    named by a word of ``query``: "Who is the customer behind ticket SR-10482?" is answered
-    "C-0117" by the line "customer_id: C-0117", and the next lookup finds the customer by it."""
-    if not _CODE.fullmatch(answer.strip()):
-        return False
-    wanted = {w for w in _echo_words(query) if len(w) > 3 and not w[0].isdigit()}
-    for line in passage.splitlines():
-        at = line.find(answer.strip())
-        if at < 0:
-            continue
-        label = line[max(0, at - _LABEL_CHARS) : at].casefold()
-        if any(w in label for w in wanted):
-            return True
-    return False
-
-
 # A record's field as loaders write JSON, CSV rows and key-value text: "label: value".
 _FIELD = re.compile(r"^\s*([^\W\d][\w .-]{0,39}?)\s*[:=]\s*(\S.*)$")
 _MIN_FIELDS = 3
@@ -244,26 +223,40 @@ def _label_words(text: str) -> set[str]:
     return {w[:5] for w in re.split(r"[\W_]+", text.casefold()) if len(w) > 3}
 
 
+def _fields(passage: str) -> list[tuple[set[str], str]]:
+    """The "label: value" lines of ``passage``: each label's words and the folded value."""
+    return [
+        (_label_words(m.group(1)), m.group(2).strip().casefold())
+        for m in map(_FIELD.match, passage.splitlines())
+        if m
+    ]
+
+
+def labelled(query: str, answer: str, passage: str) -> bool:
+    """Whether ``answer`` is an identifier that ``passage`` gives as the value of a field
+    named by a word of ``query``: "Who is the customer behind ticket SR-10482?" is answered
+    "C-0117" by the line "customer_id: C-0117", and the next lookup finds the customer by it."""
+    if not _CODE.fullmatch(answer.strip()):
+        return False
+    wanted, value = _label_words(query), answer.strip().casefold()
+    return any(words & wanted for words, text in _fields(passage) if value in text)
+
+
 def wrong_field(query: str, answer: str, passage: str) -> bool:
     """Whether ``answer`` comes from another field of a record than the one ``query`` names:
     the record holds it only under labels sharing no word with the query, while another of
     its labels does. Asked "Who is the customer behind ticket SR-10482?", the local model
     answers "Anders Holm" from "assignee: Anders Holm" beside "customer_id: C-0117"."""
-    fields = [(m.group(1), m.group(2)) for m in map(_FIELD.match, passage.splitlines()) if m]
+    fields = _fields(passage)
     if len(fields) < _MIN_FIELDS:
         return False
-    wanted = _label_words(query)
-    value = answer.strip().casefold()
-    under = [_label_words(label) for label, text in fields if value in text.casefold()]
+    wanted, value = _label_words(query), answer.strip().casefold()
+    under = [words for words, text in fields if value in text]
     if not under or any(words & wanted for words in under):
         return False
     # The field the query names the record by ("ticket_id: SR-10482") names no answer.
     asked = query.casefold()
-    return any(
-        _label_words(label) & wanted
-        for label, text in fields
-        if text.strip().casefold() not in asked
-    )
+    return any(words & wanted for words, text in fields if text not in asked)
 
 
 # A lookup that offers its answers ("Which was founded first, X or Y?") is answered with words
