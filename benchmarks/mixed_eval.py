@@ -1,7 +1,8 @@
 """Retrieval on the mixed-format folder (benchmarks/mixed), per question kind.
 
     .venv/bin/python benchmarks/mixed_eval.py [--dataset-dir benchmarks/mixed]
-        [--db /tmp/mixed_eval.db] [--k 5,10] [--modes hybrid,dense] [--json out.json]
+        [--db /tmp/mixed_eval.db] [--k 5,10] [--modes hybrid,dense,distinct,pinned]
+        [--json out.json]
     PYTHONPATH=/path/to/other/checkout .venv/bin/python benchmarks/mixed_eval.py  # its code
 
 Loads the corpus (incrementally, pruning files that left it) into its own Milvus Lite file and
@@ -17,6 +18,10 @@ and per question language it prints:
   gold document among the hits is not enough when the chunk holding row 150 is not;
 - doc all@k / doc R@k: the same over the top k *distinct documents* (a search for 3k chunks,
   as ``deepsearcher eval`` ranks documents).
+
+Modes: ``hybrid`` and ``dense`` are the store's own ranking; ``distinct`` is hybrid as the
+agents' retriever ranks it before identifiers were pinned (twice k fetched, copies of a passage
+dropped), ``pinned`` as it ranks now (passages stating the question's identifier first).
 
 It also lists the files that failed to load: a question whose gold file did not load can only
 miss. Questions and corpus come from ``scripts/make_mixed_corpus.py``.
@@ -48,6 +53,7 @@ from deepsearcher.embedding import Embedder  # noqa: E402
 from deepsearcher.evaluation.metrics import GoldMatcher  # noqa: E402
 from deepsearcher.evaluation.runner import EvalOptions, load_corpus  # noqa: E402
 from deepsearcher.searcher import DeepSearcher  # noqa: E402
+from deepsearcher.types import Hit  # noqa: E402
 
 CHUNKS_PER_DOC = 3  # as deepsearcher eval: a document yields several chunks per query
 
@@ -68,15 +74,31 @@ def question_vectors(embedder: Embedder, questions: Sequence[dict[str, Any]]) ->
     return embedder.embed_query([q["question"] for q in questions])
 
 
+def ranked(
+    ds: DeepSearcher, collection: str, q: dict[str, Any], vector: Any, k: int, mode: str
+) -> list[Hit]:
+    """The top ``k`` chunks for ``q`` in ``mode`` (see the module's docstring)."""
+    text = [q["question"]]
+    if mode in ("hybrid", "dense"):
+        return ds.store.search(collection, vector, k, texts=text, hybrid=mode == "hybrid")[0]
+    from deepsearcher import retrieval  # the checkout's own: PYTHONPATH may name another
+
+    hits = retrieval.distinct(ds.store.search(collection, vector, 2 * k, texts=text)[0])
+    if mode == "pinned":
+        hits = retrieval.pinned(q["question"], hits)
+    return hits[:k]
+
+
 def score_question(
     ds: DeepSearcher, collection: str, q: dict[str, Any], vector: Any, root: Path,
-    ks: Sequence[int], hybrid: bool,
+    ks: Sequence[int], mode: str,
 ) -> dict[str, Any]:  # fmt: skip
     matcher = GoldMatcher(q["gold_doc_ids"], root)
     row: dict[str, Any] = {"id": q["id"]}
+    hybrid = mode != "dense"
     for k in ks:
         # A search for exactly k chunks: what `query --top-k k` hands the agent.
-        hits = ds.store.search(collection, vector, k, texts=[q["question"]], hybrid=hybrid)[0]
+        hits = ranked(ds, collection, q, vector, k, mode)
         share = _gold_shares([h.source for h in hits], matcher)
         row[f"chunk_recall@{k}"] = share
         row[f"chunk_all@{k}"] = float(share == 1.0)
@@ -125,7 +147,9 @@ def main() -> None:
     parser.add_argument("--collection", default="bench_mixed")
     parser.add_argument("--config", default=None, help="Config file (default: built-in).")
     parser.add_argument("--k", default="5,10", help="Cut-offs, comma-separated.")
-    parser.add_argument("--modes", default="hybrid,dense", help="hybrid and/or dense.")
+    parser.add_argument(
+        "--modes", default="hybrid,dense", help="Any of hybrid, dense, distinct, pinned."
+    )
     parser.add_argument("--json", type=Path, default=None, help="Also write rows and tables.")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -164,7 +188,7 @@ def main() -> None:
             parts.append("")
         for mode in [m for m in args.modes.split(",") if m]:
             rows = [
-                score_question(ds, collection, q, vectors[i : i + 1], root, ks, mode == "hybrid")
+                score_question(ds, collection, q, vectors[i : i + 1], root, ks, mode)
                 for i, q in enumerate(questions)
             ]
             text = table(rows, questions, ks)

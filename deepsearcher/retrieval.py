@@ -24,6 +24,7 @@ from deepsearcher.errors import (
     check_question_length,
 )
 from deepsearcher.filters import Filter
+from deepsearcher.identifiers import codes_in, states
 from deepsearcher.store import AsyncStore, CollectionInfo, VectorStore
 from deepsearcher.types import Hit
 
@@ -37,6 +38,9 @@ MAX_QUERY_TOKENS = 64
 # The store is asked for this many times top_k hits, so that top_k remain when copies of one
 # passage (the same file in two folders) are dropped.
 _OVERFETCH = 2
+# Passages per identifier of the query moved to the front: a code that many passages share
+# (a product name such as "NR-7") must not push out everything else.
+_PINNED_PER_CODE = 2
 # Characters of the words kept: a language written without spaces is one long "word" here.
 _MAX_BM25_CHARS = 1000
 _WORD = re.compile(r"\w+")
@@ -275,7 +279,7 @@ class Retriever:
         for qi in range(len(queries)):
             hits = [h for result in per_collection for h in result[qi]]
             hits.sort(key=lambda h: h.score, reverse=True)
-            merged.append(distinct(hits)[:top_k])
+            merged.append(pinned(queries[qi], distinct(hits))[:top_k])
         return merged
 
 
@@ -291,6 +295,19 @@ def distinct(hits: Sequence[Hit]) -> list[Hit]:
             seen.add(key)
             kept.append(hit)
     return kept
+
+
+def pinned(query: str, hits: Sequence[Hit]) -> list[Hit]:
+    """``hits`` with the first ``_PINNED_PER_CODE`` that state an identifier of ``query``
+    ("bin B-14-03", "ticket SR-10431") moved to the front, in their order. Neither list ranks
+    an exact identifier well: BM25 cuts "B-14-03" into "b", "14", "03", which every row of a
+    parts table shares, and the embedder reads it as noise; so the row that holds it came 6th
+    among nine rows of the same table, and a small model read its answer from the first."""
+    front: dict[int, Hit] = {}
+    for code in codes_in(query):
+        stating = [h for h in hits if id(h) not in front and states(h.text, code)]
+        front.update((id(h), h) for h in stating[:_PINNED_PER_CODE])
+    return [*front.values(), *(h for h in hits if id(h) not in front)]
 
 
 def _without_unopened(

@@ -386,3 +386,43 @@ def test_a_file_kept_in_two_folders_is_found_once(tmp_path: Path, make_searcher:
         "c", ds.embedder.embed_query(["warehouse robot fleet 1 pallets"]), top_k
     )
     assert len({" ".join(h.text.split()) for h in stored[0]}) < top_k  # the store alone repeats
+
+
+def _parts_table(root: Path) -> Path:
+    """A parts list as a spreadsheet export: one file per block of rows, every row alike but
+    for its numbers, so neither the embedder nor BM25 ("b", "14", "03") can rank one bin."""
+    root.mkdir(parents=True)
+    bins = [f"B-{a}-{b:02d}" for a in (12, 13, 14, 15) for b in (1, 3, 5)]
+    suppliers = ["Kuopio Metal Oy", "Gislaved Polymer AB", "Tartu Plast OU", "Huajing Sensor"]
+    for i, bin_ in enumerate(bins):
+        supplier = suppliers[i % len(suppliers)]
+        row = f"Part NM-{40100 + i} | Valve | Supplier {supplier} | Bin {bin_} | On hand {i * 7}"
+        (root / f"parts_{i:02d}.txt").write_text(f"Sheet: Parts\n{row}\n", encoding="utf-8")
+    return root
+
+
+def test_a_passage_stating_the_questions_identifier_comes_first(
+    tmp_path: Path, make_searcher: Any
+) -> None:
+    ds = make_searcher()
+    ds.load([_parts_table(tmp_path / "parts")], "c")
+    question = "Who is the supplier of the part stored in bin B-14-03?"
+    hits = asyncio.run(ds.asearch(question, collections=["c"], top_k=5)).hits
+    assert "B-14-03" in hits[0].text
+    assert sum("B-14-03" in h.text for h in hits) == 1
+    # Without the pin the row is not first: the store ranks rows that share "14" or "03".
+    stored = ds.store.search("c", ds.embedder.embed_query([question]), 5, texts=[question])
+    assert "B-14-03" not in stored[0][0].text
+
+
+def test_an_identifier_many_passages_share_moves_only_two_of_them() -> None:
+    from deepsearcher.retrieval import pinned
+    from deepsearcher.types import Hit
+
+    hits = [Hit(id=str(i), text=t, source=f"/d/{i}.txt", score=1.0 - i / 10, collection="c")
+            for i, t in
+            enumerate(["the plant", "ISO-9001 audit", "ISO-9001 scope", "ISO-9001 owner",
+                       "ticket SR-10431: priority P2"])]  # fmt: skip
+    order = [h.id for h in pinned("Who owns the ISO-9001 audit for ticket sr-10431?", hits)]
+    assert order == ["1", "2", "4", "0", "3"]
+    assert [h.id for h in pinned("Who owns the audit in Q3 and v2?", hits)] == list("01234")
