@@ -187,6 +187,36 @@ def test_a_chain_goes_on_through_a_record_identifier(
     assert answer.hops[1].query == "Who is the account manager for C-0117?"
 
 
+def test_a_site_answered_with_its_owner_goes_on_from_the_place(
+    tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
+) -> None:
+    # The local model, asked for the site, names the company whose plant it is.
+    docs = {
+        "spec.md": "# NR-7 specification\n\nEvery NR-7 is assembled and tested at the "
+        "Northwind Robotics plant in Austin, Texas. Each robot completes a burn-in.",
+        "offices.csv": "city,office_manager\nAustin,Rafael Ortega\nPortland,Grace Liu\n",
+    }
+    ds = make_searcher(_settings(settings, llm_server, max_iter=3))
+    ds.load([write_docs(tmp_path / "site", docs)], "docs")
+
+    def reply(req: dict[str, Any]) -> str:
+        text = _prompt(req)
+        lookup = re.search(r"Lookup: (.*)", outside_documents(text))
+        wanted = "Rafael Ortega" if lookup and "Austin" in lookup.group(1) else "Northwind Robotics"
+        found = re.findall(r"<document[^>]*>\n(.*?)\n</document>", text, re.S)
+        n = next((i for i, d in enumerate(found, start=1) if wanted in d), 0)
+        return json.dumps({"answer": wanted, "document": n, "useful": [n] if n else []})
+
+    llm_server.add_rule(lambda r: task_of(r) == "extract", reply)
+    answer, _events = _run(ds, "Who is the office manager at the site where the NR-7 is assembled?")
+    assert [(h.answer, h.status) for h in answer.hops] == [
+        ("Austin, Texas", "answered"),
+        ("Rafael Ortega", "answered"),
+    ]
+    assert "Austin, Texas" in answer.hops[1].query
+    assert answer.hops[0].source and answer.hops[0].source.endswith("spec.md")
+
+
 def test_a_first_lookup_found_by_reflection_still_leads_to_the_next(
     tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
 ) -> None:

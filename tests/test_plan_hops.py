@@ -16,6 +16,7 @@ from deepsearcher.agents.hops import (
     holds,
     parse_extracted,
     resolve,
+    site_of,
     wrong_field,
 )
 from deepsearcher.agents.plan import (
@@ -358,3 +359,29 @@ def test_where_is_answered_with_a_place_not_a_quantity() -> None:
     assert not fits("Where are the held-up HJ-5521 sensors going?", "12,000")
     assert fits("Where are the held-up HJ-5521 sensors going?", "Göteborg")
     assert fits("Where is the spare stored?", "3rd floor, Building C")
+
+
+def test_a_place_is_not_a_date_nor_a_company_by_its_legal_form() -> None:
+    where = "Where would a dispute with Gislaved Polymer AB be arbitrated?"
+    assert not fits(where, "Kuopio Metal Oy") and not fits(where, "Acme Holding Inc.")
+    assert fits(where, "Shanghai International Arbitration Center")
+    assert not fits("Where are the held-up HJ-5521 sensors going?", "6 June 2025")
+    assert not fits("Where are the sensors going?", "2025-06-06")
+    assert fits("Where are the sensors going?", "the Göteborg warehouse")
+    # A site asked with "what" is a place too; other "what" lookups are not checked.
+    assert not fits("What is the site where the NR-7 is assembled?", "12 May")
+    assert not fits("Who or what is the site where the NR-7 is assembled?", "2025-06-06")
+    assert fits("What is the product the plant assembles?", "Acme Robot AB")
+
+
+def test_the_owner_of_a_site_gives_way_to_the_place_the_passage_names() -> None:
+    passage = (
+        "Every NR-7 is assembled and tested at the Northwind Robotics plant in Austin, Texas. "
+        "Each robot completes a burn-in."
+    )
+    site = "What is the site where the NR-7 is assembled?"
+    assert site_of("Northwind Robotics", passage) == "Austin, Texas"
+    assert not fits(site, "Northwind Robotics", passage)
+    assert fits(site, "Austin, Texas", passage)
+    assert site_of("Northwind Robotics", "Northwind Robotics makes the NR-7.") is None
+    assert site_of("Acme", "the acme assembly plant at Kista Science City") == "Kista Science City"

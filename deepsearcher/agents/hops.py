@@ -20,6 +20,7 @@ from deepsearcher.agents import prompts
 from deepsearcher.agents.parsing import copies_example, parse_queries
 from deepsearcher.agents.plan import restates
 from deepsearcher.agents.queries import QUERIES_SCHEMA, standalone
+from deepsearcher.identifiers import CODE
 from deepsearcher.llm import JsonSchema
 from deepsearcher.prompting import (
     OutputParseError,
@@ -207,13 +208,60 @@ def fits(query: str, answer: str, passage: str = "") -> bool:
         r"(?:how (?:many|much|long|often|old|far)|what (?:percentage|share|number))\b", head
     ):
         return bool(_NUMBER_WORD.search(answer))
-    if re.match(r"where\b", head):  # a place, not a quantity ("12,000" for where goods go)
-        return not re.fullmatch(r"\s*\d[\d.,\s]*(?:%|pcs|units?)?\s*", answer, re.IGNORECASE)
+    if _PLACE_ASKED.match(head):
+        return is_place(answer) and site_of(answer, passage) is None
     return True
 
 
-# An identifier a record knows someone or something by: "C-0117", "EMP_2041", "SUP-12A".
-_CODE = re.compile(r"[A-Z]{1,5}[-_]?\d[\w-]*")
+# "Where…", "What is the site/plant/office…": the lookup wants a place.
+_SITE = (
+    r"(?:site|plant|factory|facility|office|warehouse|depot|headquarters|campus|branch|"
+    r"city|town|country|location|place|venue|address|port|airport)"
+)
+_PLACE_ASKED = re.compile(
+    rf"(?:where|(?:(?:who or )?what|which|in which|at which)\s+(?:(?:is|was|are|were)\s+)?(?:the\s+)?"
+    rf"{_SITE})\b"
+)
+# A company's legal form: "Kuopio Metal Oy" is who a dispute is with, not where it is heard.
+_LEGAL_FORM = re.compile(
+    r"\b(?:AB|Oy|Oyj|OÜ|AS|A/S|ApS|ASA|GmbH|AG|KG|Inc|Ltd|LLC|LLP|plc|PLC|Corp|Corporation|"
+    r"S\.?A|S\.?p\.?A|S\.?r\.?l|B\.?V|N\.?V|Pty|K\.?K|Co)\.?$"
+)
+_ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_DAY_MONTH = re.compile(
+    r"\b\d{1,2}\s+(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b|"
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\s+\d{1,2}\b",
+    re.IGNORECASE,
+)
+
+
+def is_place(answer: str) -> bool:
+    """Whether ``answer`` may name a place: not a bare quantity ("12,000" for where goods
+    go), not a date ("6 June 2025" for where sensors are going), not a company by its legal
+    form ("Kuopio Metal Oy" for where a dispute is arbitrated)."""
+    text = answer.strip()
+    if re.fullmatch(r"\d[\d.,\s]*(?:%|pcs|units?)?", text, re.IGNORECASE):
+        return False
+    if _ISO_DATE.search(text) or _DAY_MONTH.search(text):
+        return False
+    return not _LEGAL_FORM.search(text.rstrip(" ,"))
+
+
+def site_of(answer: str, passage: str) -> str | None:
+    """The place ``passage`` puts ``answer``'s site in, when ``answer`` is the site's owner:
+    "assembled at the Northwind Robotics plant in Austin, Texas" gives "Austin, Texas" for a
+    lookup answered "Northwind Robotics". None when the passage says no such thing."""
+    if not answer.strip() or not passage:
+        return None
+    # The owner and the site noun in any case; the place capitalised, as names are written.
+    pattern = (
+        rf"(?i:{re.escape(answer.strip())}(?:'s)?\s+(?:[\w-]+\s+){{0,2}}?{_SITE}s?\s+"
+        r"(?:in|at|near|outside)\s+)([A-Z][\w'-]*(?:(?:,\s*|\s+)[A-Z][\w'-]*){0,3})"
+    )
+    found = re.search(pattern, passage)
+    return found.group(1) if found else None
+
+
 # A record's field as loaders write JSON, CSV rows and key-value text: "label: value".
 _FIELD = re.compile(r"^\s*([^\W\d][\w .-]{0,39}?)\s*[:=]\s*(\S.*)$")
 _MIN_FIELDS = 3
@@ -236,7 +284,7 @@ def labelled(query: str, answer: str, passage: str) -> bool:
     """Whether ``answer`` is an identifier that ``passage`` gives as the value of a field
     named by a word of ``query``: "Who is the customer behind ticket SR-10482?" is answered
     "C-0117" by the line "customer_id: C-0117", and the next lookup finds the customer by it."""
-    if not _CODE.fullmatch(answer.strip()):
+    if not CODE.fullmatch(answer.strip()):
         return False
     wanted, value = _label_words(query), answer.strip().casefold()
     return any(words & wanted for words, text in _fields(passage) if value in text)
@@ -321,6 +369,10 @@ async def extract(
     if not answer or echoes(answer, query, asked):
         return Extracted("", None, useful)
     hit = ground(answer, hits, n)
+    if hit is not None and _PLACE_ASKED.match(query.strip().casefold()):
+        # The owner named for the site ("Northwind Robotics" for the plant): the passage's
+        # own words give the place.
+        answer = site_of(answer, hit.text) or answer
     if hit is None or not fits(query, answer, hit.text) or wrong_field(query, answer, hit.text):
         return Extracted("", None, useful)
     return Extracted(answer, hit, useful)
