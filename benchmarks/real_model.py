@@ -54,6 +54,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -96,6 +97,10 @@ class Run:
     attributed: int
     attributed_gold: int  # attributed citations on a gold passage
     attributed_gold_known: int  # attributed citations of runs given a gold passage
+    # The same, counting only citations of sentences that state a gold fact (an answer or an
+    # evidence string): a sentence about something else has no known gold passage.
+    fact_attributed_gold: int
+    fact_attributed_known: int
     unsupported_sentences: int
     fact_as_marker: bool
     llm_calls: int
@@ -110,6 +115,29 @@ class Run:
     answer: dict[str, Any] = field(default_factory=dict)
 
 
+def fact_attribution(q: Question, text: str, attributed: list[Any]) -> tuple[int, int]:
+    """Of the ``attributed`` citations (each with n, source, text) whose sentence states a
+    gold fact: how many are on a gold passage, and how many there are."""
+    of_facts = [
+        s for s in attributed
+        if any(qsets.states_gold(q, t) for t in qsets.sentences_citing(text, s.n))
+    ]  # fmt: skip
+    return sum(1 for s in of_facts if qsets.is_gold(q, s.source, s.text)), len(of_facts)
+
+
+def rescored(saved: dict[str, Any], by_id: dict[tuple[str, str], Question]) -> Run:
+    """A saved run, with the fact attribution figures computed when it predates them."""
+    if "fact_attributed_gold" not in saved:
+        q = by_id[(saved["set"], saved["id"])]
+        answer = saved["answer"] or {}
+        given = [*answer.get("sources", []), *answer.get("retrieved", [])]
+        cited = [SimpleNamespace(**c) for c in answer.get("sources", []) if c.get("attributed")]
+        gold_given = any(qsets.is_gold(q, c["source"], c["text"]) for c in given)
+        gold, known = fact_attribution(q, answer.get("answer", ""), cited) if gold_given else (0, 0)
+        saved = {**saved, "fact_attributed_gold": gold, "fact_attributed_known": known}
+    return Run(**saved)
+
+
 def score(q: Question, mode: str, answer: Answer, seconds: float, error: str | None) -> Run:
     found = sum(
         1 for variants in q.parts if any(qsets.contains(answer.answer, v) for v in variants)
@@ -118,6 +146,7 @@ def score(q: Question, mode: str, answer: Answer, seconds: float, error: str | N
     given = [*answer.sources, *getattr(answer, "retrieved", [])]
     gold_given = any(qsets.is_gold(q, s.source, s.text) for s in given)
     attributed = [s for s in answer.sources if getattr(s, "attributed", False)]
+    fact_gold, fact_known = fact_attribution(q, answer.answer, attributed) if gold_given else (0, 0)
     return Run(
         q.set, q.id, mode, qsets.is_two_hop(q),
         correct=found == len(q.parts), parts_found=found, parts=len(q.parts),
@@ -127,6 +156,7 @@ def score(q: Question, mode: str, answer: Answer, seconds: float, error: str | N
         citations=len(answer.sources), attributed=len(attributed),
         attributed_gold=sum(1 for s in attributed if gold_given and qsets.is_gold(q, s.source, s.text)),
         attributed_gold_known=len(attributed) if gold_given else 0,
+        fact_attributed_gold=fact_gold, fact_attributed_known=fact_known,
         unsupported_sentences=len(getattr(answer, "unsupported_sentences", [])),
         fact_as_marker=qsets.fact_as_marker(answer.answer),
         llm_calls=answer.usage.llm_calls, tokens=answer.usage.total_tokens,
@@ -238,15 +268,17 @@ def summary(runs: list[Run], modes: list[str]) -> str:
                 _ratio(sum(r.supported_sentences for r in rs), sum(r.cited_sentences for r in rs)),
                 _ratio(sum(r.attributed for r in rs), sum(r.citations for r in rs)),
                 _ratio(sum(r.attributed_gold for r in rs), sum(r.attributed_gold_known for r in rs)),
+                _ratio(sum(r.fact_attributed_gold for r in rs), sum(r.fact_attributed_known for r in rs)),
                 sum(r.unsupported_sentences for r in rs),
                 sum(r.fact_as_marker for r in rs),
                 sum(1 for r in rs if r.error),
             ])  # fmt: skip
     header = ["mode", "questions", "runs", "correct", "LLM calls (median)", "tokens (mean)",
               "wall s (mean)", "first token s (mean)", "answers cited", "cited sentences hold terms",
-              "attributed / citations", "attributed hit gold", "unsupported sentences",
+              "attributed / citations", "attributed hit gold",
+              "attributed for a gold fact hit gold", "unsupported sentences",
               "fact as citation", "errors"]  # fmt: skip
-    return markdown_table(header, rows, "llrrrrrrrrrrrrr")
+    return markdown_table(header, rows, "llrrrrrrrrrrrrrr")
 
 
 def ratios(runs: list[Run], deep: str = "deep", base: str = "naive") -> str:
@@ -344,7 +376,8 @@ def main() -> None:
     args = parse_args()
     if args.tables:  # the tables of a saved (possibly unfinished) run, nothing asked
         saved = json.loads(Path(args.tables).read_text(encoding="utf-8"))
-        runs = [Run(**r) for r in saved["runs"]]
+        by_id = {(q.set, q.id): q for qs in qsets.load_sets(args).values() for q in qs}
+        runs = [rescored(r, by_id) for r in saved["runs"]]
         modes = [m for m in saved["modes"] if any(r.mode == m for r in runs)]
         print(f"Model: {saved['model']}; {saved['machine']}; {saved['date']}; "
               f"max_iter {saved['max_iter']}; {len(runs)} runs\n")  # fmt: skip

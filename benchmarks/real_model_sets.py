@@ -250,6 +250,23 @@ def cited_sentences(answer: Answer) -> list[tuple[str, list[str]]]:
     return out
 
 
+def states_gold(q: Question, sentence: str) -> bool:
+    """Whether ``sentence`` states what a gold passage of ``q`` holds (an answer or an
+    evidence string): then, and only then, the passage it should cite is known."""
+    facts = [v for variants in q.parts for v in variants]
+    facts += [s for _doc, strings in q.evidence for s in strings]
+    return any(contains(sentence, f) for f in facts)
+
+
+def sentences_citing(answer_text: str, n: int) -> list[str]:
+    """The sentences of an answer that cite passage ``n``, without their markers."""
+    return [
+        CITATION.sub(" ", sentence)
+        for sentence in SENTENCE_END.split(answer_text)
+        if any(str(n) in m.replace(" ", "").split(",") for m in CITATION.findall(sentence))
+    ]
+
+
 def supported(sentence: str, passages: list[str]) -> bool:
     terms = key_terms(sentence)
     if len(terms) < 3:
