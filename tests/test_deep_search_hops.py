@@ -187,13 +187,21 @@ def test_a_chain_goes_on_through_a_record_identifier(
     assert answer.hops[1].query == "Who is the account manager for C-0117?"
 
 
+@pytest.mark.parametrize("cites", ["the plant's page", "the header page"])
 def test_a_site_answered_with_its_owner_goes_on_from_the_place(
-    tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
+    tmp_path: Path,
+    settings: Settings,
+    make_searcher: Any,
+    llm_server: ScriptedLLMServer,
+    cites: str,
 ) -> None:
-    # The local model, asked for the site, names the company whose plant it is.
+    # The local model, asked for the site, names the company whose plant it is, citing the
+    # page that places the plant or a page whose header only names the company.
     docs = {
         "spec.md": "# NR-7 specification\n\nEvery NR-7 is assembled and tested at the "
         "Northwind Robotics plant in Austin, Texas. Each robot completes a burn-in.",
+        "cover.md": "Northwind Robotics | NR7-SPEC-0012 Rev C\n\nNR-7 product "
+        "specification, issued 30 August 2024. Product manager: Sofia Marquez.",
         "offices.csv": "city,office_manager\nAustin,Rafael Ortega\nPortland,Grace Liu\n",
     }
     ds = make_searcher(_settings(settings, llm_server, max_iter=3))
@@ -204,7 +212,14 @@ def test_a_site_answered_with_its_owner_goes_on_from_the_place(
         lookup = re.search(r"Lookup: (.*)", outside_documents(text))
         wanted = "Rafael Ortega" if lookup and "Austin" in lookup.group(1) else "Northwind Robotics"
         found = re.findall(r"<document[^>]*>\n(.*?)\n</document>", text, re.S)
-        n = next((i for i, d in enumerate(found, start=1) if wanted in d), 0)
+        page = (
+            ""
+            if wanted != "Northwind Robotics"
+            else "plant"
+            if cites == "the plant's page"
+            else "Rev C"
+        )
+        n = next((i for i, d in enumerate(found, start=1) if wanted in d and page in d), 0)
         return json.dumps({"answer": wanted, "document": n, "useful": [n] if n else []})
 
     llm_server.add_rule(lambda r: task_of(r) == "extract", reply)
@@ -215,6 +230,46 @@ def test_a_site_answered_with_its_owner_goes_on_from_the_place(
     ]
     assert "Austin, Texas" in answer.hops[1].query
     assert answer.hops[0].source and answer.hops[0].source.endswith("spec.md")
+
+
+def test_a_cell_read_from_the_wrong_row_goes_on_from_the_row_the_identifier_names(
+    tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
+) -> None:
+    # The local model finds the supplier column and reads the row above the bin asked for.
+    docs = {
+        "parts.csv": "part_no,description,supplier,bin\n"
+        "NM-35472,Valve grey,Tartu Plast OÜ,B-19-11\n"
+        "NM-40213,Pressure sensor PS-220,Shenzhen Huajing Sensor,B-14-03\n"
+        "NM-35586,Fuse small,Rheinform GmbH,B-09-10\n",
+        "agreement.md": "# Supply agreement PS-220\n\nSupplier: Shenzhen Huajing Sensor. "
+        "Disputes are settled by the Shanghai International Arbitration Center.",
+    }
+    ds = make_searcher(_settings(settings, llm_server, max_iter=3))
+    ds.load([write_docs(tmp_path / "parts", docs)], "docs")
+
+    def reply(req: dict[str, Any]) -> str:
+        text = _prompt(req)
+        lookup = re.search(r"Lookup: (.*)", outside_documents(text))
+        wanted = (
+            "Shanghai International Arbitration Center"
+            if lookup and "Shenzhen" in lookup.group(1)
+            else "Tartu Plast OÜ"
+        )
+        found = re.findall(r"<document[^>]*>\n(.*?)\n</document>", text, re.S)
+        n = next((i for i, d in enumerate(found, start=1) if wanted in d), 0)
+        return json.dumps({"answer": wanted, "document": n, "useful": [n] if n else []})
+
+    llm_server.add_rule(lambda r: task_of(r) == "extract", reply)
+    answer, _events = _run(
+        ds,
+        "Where would a dispute with the supplier of the part stored in bin B-14-03 be arbitrated?",
+    )
+    assert [(h.answer, h.status) for h in answer.hops] == [
+        ("Shenzhen Huajing Sensor", "answered"),
+        ("Shanghai International Arbitration Center", "answered"),
+    ]
+    assert "Shenzhen Huajing Sensor" in answer.hops[1].query
+    assert answer.hops[0].source and answer.hops[0].source.endswith("parts.csv")
 
 
 def test_a_first_lookup_found_by_reflection_still_leads_to_the_next(

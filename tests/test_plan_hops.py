@@ -14,9 +14,12 @@ from deepsearcher.agents.hops import (
     fits,
     ground,
     holds,
+    other_script,
     parse_extracted,
     resolve,
+    same_row,
     site_of,
+    translated,
     wrong_field,
 )
 from deepsearcher.agents.plan import (
@@ -25,6 +28,7 @@ from deepsearcher.agents.plan import (
     parse_steps,
     restates,
 )
+from deepsearcher.embedding import Embedder
 from deepsearcher.prompting import OutputParseError
 from deepsearcher.types import Hit
 
@@ -385,3 +389,81 @@ def test_the_owner_of_a_site_gives_way_to_the_place_the_passage_names() -> None:
     assert fits(site, "Austin, Texas", passage)
     assert site_of("Northwind Robotics", "Northwind Robotics makes the NR-7.") is None
     assert site_of("Acme", "the acme assembly plant at Kista Science City") == "Kista Science City"
+
+
+PARTS_HEADER = "Sheet: Parts\nPart no | Description | Supplier | Bin | On hand\n"
+
+
+def test_a_cell_read_from_the_row_beside_the_identifiers_gives_way_to_that_rows_cell() -> None:
+    lookup = "Who is the supplier of the part stored in bin B-14-03?"
+    table = _hit(
+        PARTS_HEADER + "NM-35472 | Valve grey | Tartu Plast OÜ | B-19-11 | 3\n"
+        "NM-40213 | Pressure sensor | Shenzhen Huajing Sensor | B-14-03 | 6,200\n"
+        "NM-35643 | Spring | Gislaved Polymer AB | C-13-08 | 757\n",
+        1,
+    )
+    assert same_row(lookup, "Tartu Plast OÜ", table, [table]) == (table, "Shenzhen Huajing Sensor")
+    assert same_row(lookup, "Shenzhen Huajing Sensor", table, [table]) == (
+        table,
+        "Shenzhen Huajing Sensor",
+    )
+    # The row that states the identifier in another passage of the same table.
+    other = _hit(PARTS_HEADER + "NM-35586 | Fuse | Rheinform GmbH | B-09-10 | 1,519\n", 2)
+    assert same_row(lookup, "Rheinform GmbH", other, [other, table]) == (
+        table,
+        "Shenzhen Huajing Sensor",
+    )
+    # Not from another table, nor where no row states it, nor for a lookup naming no identifier.
+    staff = _hit("name | site | bin\nAnna | Austin | B-14-03\n", 3)
+    assert same_row(lookup, "Rheinform GmbH", other, [other, staff]) == (other, "Rheinform GmbH")
+    assert same_row("Who supplies fuses?", "Tartu Plast OÜ", table, [table]) == (
+        table,
+        "Tartu Plast OÜ",
+    )
+    # An answer that is no cell of the table (a sentence's words) is left as it is.
+    assert same_row(lookup, "Tartu Plast", table, [table]) == (table, "Tartu Plast")
+
+
+# The mixed folder's supply agreement as it is chunked (benchmarks/mixed), beside passages in
+# English.
+CONTRACT = [
+    "Sheet: Suppliers\nSupplier | Country | Contact\nShenzhen Huajing Sensor | China | Li Na\n"
+    "Rheinform GmbH | Germany | Jonas Weber",
+    (
+        "供货框架协议\n\n协议编号：NM-SZ-2024-017\n\n甲方（买方）：Norr"
+        "sken Medical AB，注册地址：瑞典于默奥。乙方（供方）：深圳华晶传感"
+        "科技有限公司，注册地址：中国广东省深圳市南山区。双方经友好协商，就乙方向甲方供应"
+        "压力传感器事宜达成如下协议。\n\n第一条 产品与价格\n\n乙方向甲方供应型号为 PS"
+        "-220 的医用压力传感器，用于甲方的 Aurora 系列输液泵。单价为每件 3"
+        ".85 美元（FCA 深圳），价格自 2025 年 1 月 1 日起有效，有效期"
+        "十二个月。每批订单的最小起订量为 5,000 件。\n\n第二条 交货"
+    ),
+    (
+        "第五条 争议解决\n\n因本协议引起的或与本协议有关的任何争议，双方应友好协商解决；"
+        "协商不成的，任何一方均可将争议提交上海国际仲裁中心，按照申请仲裁时该中心现行有效"
+        "的仲裁规则进行仲裁。仲裁裁决是终局的。\n\n第六条 其他\n\n本协议自双方签字盖章之"
+        "日起生效，有效期三年。甲方代表：采购经理 Liu Wei；乙方代表：销售总监 陈"
+        "建国。签订日期：2024 年 11 月 20 日。"
+    ),
+    "Board update H1 2025. Sites: Umeå production and R&D; Göteborg central warehouse.",
+]
+
+
+def test_an_answer_translated_from_the_passage_it_names_is_grounded_there(
+    embedder: Embedder,
+) -> None:
+    hits = [_hit(text, i) for i, text in enumerate(CONTRACT)]
+    attributor = Attributor(embedder, 0.76)
+    assert other_script("Shanghai International Arbitration Center", CONTRACT[2])
+    assert not other_script("Shenzhen Huajing Sensor", CONTRACT[0])
+
+    def taken(answer: str, n: int) -> Hit | None:
+        return asyncio.run(translated(answer, hits, n, attributor))
+
+    assert taken("Shanghai International Arbitration Center", 3) is hits[2]
+    # Named for another passage than the one it matches best, in the same script as its
+    # passage, or made up: not grounded.
+    assert taken("Shanghai International Arbitration Center", 2) is None
+    assert taken("Stockholm Chamber of Commerce", 3) is None
+    assert taken("Rheinform GmbH", 1) is None
+    assert taken("Shanghai International Arbitration Center", 9) is None

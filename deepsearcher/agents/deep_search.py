@@ -313,7 +313,13 @@ class DeepSearchAgent:
                 judging = s.rerank == "lookup" and not s.judge_off
                 question = s.question if judging else None
                 found = await extract(
-                    ctx, passages_block(s.docs), s.docs, hop.query, question, s.question
+                    ctx,
+                    passages_block(s.docs),
+                    s.docs,
+                    hop.query,
+                    question,
+                    s.question,
+                    attributor=self.attributor,
                 )
                 if judging and found.useful is not None:
                     # The passage the answer was found in is useful whether or not the model

@@ -9,6 +9,7 @@ it: a name or number no passage contains is the model's, not the documents'.
 
 from __future__ import annotations
 
+import logging
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -17,10 +18,11 @@ from functools import partial
 from typing import Any
 
 from deepsearcher.agents import prompts
+from deepsearcher.agents.attribution import Attributor
 from deepsearcher.agents.parsing import copies_example, parse_queries
 from deepsearcher.agents.plan import restates
 from deepsearcher.agents.queries import QUERIES_SCHEMA, standalone
-from deepsearcher.identifiers import CODE
+from deepsearcher.identifiers import CODE, codes_in, states
 from deepsearcher.llm import JsonSchema
 from deepsearcher.prompting import (
     OutputParseError,
@@ -31,6 +33,8 @@ from deepsearcher.prompting import (
 )
 from deepsearcher.run_context import RunContext
 from deepsearcher.types import Hit
+
+logger = logging.getLogger(__name__)
 
 _ANSWER = {"answer": {"type": "string"}, "document": {"type": "integer"}}
 EXTRACT_SCHEMA = JsonSchema(
@@ -262,6 +266,49 @@ def site_of(answer: str, passage: str) -> str | None:
     return found.group(1) if found else None
 
 
+def placed(answer: str, hit: Hit, hits: Sequence[Hit]) -> tuple[Hit, str]:
+    """The place and its passage for a site lookup answered with the site's owner: ``hit``
+    when it places the owner's site, else the first of ``hits`` that does; ``(hit, answer)``
+    unchanged when none does."""
+    for candidate in (hit, *hits):
+        place = site_of(answer, candidate.text)
+        if place:
+            return candidate, place
+    return hit, answer
+
+
+def _table_rows(text: str) -> list[list[str]]:
+    """The rows of the tables in ``text`` as loaders write them ("a | b | c"), first the
+    header, each as its cells."""
+    return [
+        [c.strip() for c in line.split("|")] for line in text.splitlines() if line.count("|") >= 2
+    ]
+
+
+def same_row(query: str, answer: str, hit: Hit, hits: Sequence[Hit]) -> tuple[Hit, str]:
+    """For a lookup naming an identifier ("the part stored in bin B-14-03") answered with a
+    table cell from rows that do not state it: the same column's cell of the row that does,
+    and its passage (``hit``'s table first, then one of ``hits`` with the same header). A
+    1.5B model read the supplier from the row above; ``(hit, answer)`` unchanged otherwise."""
+    codes, value = codes_in(query), answer.strip().casefold()
+    rows = _table_rows(hit.text)
+    if not codes or not rows or not value:
+        return hit, answer
+    holding = [row for row in rows if value in (c.casefold() for c in row)]
+    if not holding or any(states(" | ".join(row), code) for row in holding for code in codes):
+        return hit, answer
+    width, header = len(holding[0]), rows[0]
+    column = [c.casefold() for c in holding[0]].index(value)
+    for candidate in (hit, *hits):
+        theirs = _table_rows(candidate.text)
+        if candidate is not hit and (not theirs or theirs[0] != header):
+            continue
+        for row in theirs:
+            if len(row) == width and any(states(" | ".join(row), code) for code in codes):
+                return (candidate, row[column]) if row[column] else (hit, answer)
+    return hit, answer
+
+
 # A record's field as loaders write JSON, CSV rows and key-value text: "label: value".
 _FIELD = re.compile(r"^\s*([^\W\d][\w .-]{0,39}?)\s*[:=]\s*(\S.*)$")
 _MIN_FIELDS = 3
@@ -333,6 +380,41 @@ def echoes(answer: str, *asked: str) -> bool:
     return bool(words) and words <= set().union(*(_echo_words(a) for a in asked))
 
 
+def _latin_share(text: str) -> float | None:
+    letters = [c for c in text if c.isalpha()]
+    if not letters:
+        return None
+    latin = sum(1 for c in letters if c.isascii() or unicodedata.name(c, "").startswith("LATIN"))
+    return latin / len(letters)
+
+
+def other_script(answer: str, passage: str) -> bool:
+    """Whether ``answer`` and ``passage`` are written in different scripts: a Latin-letter
+    answer read from a passage whose letters are mostly not (a Chinese contract), or the
+    reverse. No string match can ground such an answer; the model translated it."""
+    a, p = _latin_share(answer), _latin_share(passage)
+    return a is not None and p is not None and abs(a - p) >= 0.5
+
+
+async def translated(
+    answer: str, hits: Sequence[Hit], n: int, attributor: Attributor
+) -> Hit | None:
+    """Passage ``n`` (1-based) for an ``answer`` the model translated from it ("Shanghai
+    International Arbitration Center" from "上海国际仲裁中心"): only when it is in another script
+    than the answer, the answer matches it better than any other passage of the round (the
+    project's multilingual embedder, as attribution scores a sentence), and reaches the
+    attribution threshold. A name the model made up, or read from another passage, does not."""
+    if not 1 <= n <= len(hits) or not other_script(answer, hits[n - 1].text):
+        return None
+    scores, _fact = await attributor.scores([answer], [h.text for h in hits])
+    row = scores[0]
+    best = int(row.argmax())
+    if best != n - 1 or row[best] < attributor.threshold:
+        return None
+    logger.debug("answer %r taken as a translation of passage %d (%.3f)", answer, n, row[best])
+    return hits[best]
+
+
 def ground(answer: str, hits: Sequence[Hit], n: int) -> Hit | None:
     """The passage that holds ``answer``: passage ``n`` (1-based) when it does, else the first
     that does; None when none does."""
@@ -348,12 +430,14 @@ async def extract(
     query: str,
     question: str | None = None,
     asked: str = "",
+    attributor: Attributor | None = None,
 ) -> Extracted:
     """The lookup's answer from the round's passages; with ``question``, the call also names
     the passages useful for the lookup or the question (the round's verdicts). LLM failures
     and a spent budget raise; an answer no passage holds, of the wrong kind, from a record's
     field the lookup does not name, or that only repeats the lookup or the question
-    ``asked`` comes back as not found."""
+    ``asked`` comes back as not found. With ``attributor``, an answer in another script than
+    the passage it names is taken when that passage is the one it matches best."""
     if question is None:
         task = prompts.EXTRACT.format(query=escape_document(query))
         schema, parse = EXTRACT_SCHEMA, parse_extracted_judged
@@ -367,13 +451,23 @@ async def extract(
     if useful is not None:
         useful = frozenset(i for i in useful if 1 <= i <= len(hits))
     if not answer or echoes(answer, query, asked):
+        logger.debug("lookup %r: answer %r not taken, empty or repeating the lookup", query, answer)
         return Extracted("", None, useful)
     hit = ground(answer, hits, n)
+    if hit is None and attributor is not None:
+        hit = await translated(answer, hits, n, attributor)
     if hit is not None and _PLACE_ASKED.match(query.strip().casefold()):
-        # The owner named for the site ("Northwind Robotics" for the plant): the passage's
-        # own words give the place.
-        answer = site_of(answer, hit.text) or answer
+        # The owner named for the site ("Northwind Robotics" for the plant): the words of the
+        # passage that puts the owner's site somewhere give the place. The model often cites
+        # the page naming the owner (a header) rather than the one naming the plant.
+        hit, answer = placed(answer, hit, hits)
+    if hit is not None:
+        # A table's cell from another row than the one the lookup's identifier names: the
+        # model found the column and read the row above or below.
+        hit, answer = same_row(query, answer, hit, hits)
     if hit is None or not fits(query, answer, hit.text) or wrong_field(query, answer, hit.text):
+        why = "no passage holds it" if hit is None else "not what the lookup asks for"
+        logger.debug("lookup %r: answer %r not taken, %s", query, answer, why)
         return Extracted("", None, useful)
     return Extracted(answer, hit, useful)
 
