@@ -170,6 +170,18 @@ def test_citations_that_point_at_no_passage_are_removed() -> None:
     assert any(e.type == "note" and "removed 1 citation" in e.message for e in events)
 
 
+def test_a_marker_written_twice_in_a_row_is_kept_once() -> None:
+    llm = ScriptedChatModel()
+    _script(
+        llm,
+        plan=["Who supplies the NR-7 battery?"],
+        judge=_judge_yes_if("Kestrel"),
+        answer="Kestrel Energy supplies it [1] [1], as the spec says [1][1].",
+    )
+    answer, _events = _run(_deep(llm, max_iter=1, rerank="llm"), "Who supplies the NR-7 battery?")
+    assert answer.answer == "Kestrel Energy supplies it [1], as the spec says [1]."
+
+
 def test_a_garbage_verdict_is_retried_once_then_left_unjudged_with_a_note() -> None:
     llm = ScriptedChatModel()
     _script(llm, plan=["NR-7 battery"], judge="%%% garbled ~~")

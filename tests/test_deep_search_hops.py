@@ -187,16 +187,40 @@ def test_a_chain_goes_on_through_a_record_identifier(
     assert answer.hops[1].query == "Who is the account manager for C-0117?"
 
 
-@pytest.mark.parametrize("cites", ["the plant's page", "the header page"])
+def _two_lookups(first: str, then: str, second: str, page: str = "") -> Any:
+    """An extraction reply that answers ``first`` (from a passage holding ``page`` too) until
+    the lookup names ``then``, and ``second`` after."""
+
+    def reply(req: dict[str, Any]) -> str:
+        text = _prompt(req)
+        lookup = re.search(r"Lookup: (.*)", outside_documents(text))
+        later = bool(lookup and then in lookup.group(1))
+        wanted, within = (second, "") if later else (first, page)
+        found = re.findall(r"<document[^>]*>\n(.*?)\n</document>", text, re.S)
+        n = next((i for i, d in enumerate(found, start=1) if wanted in d and within in d), 0)
+        return json.dumps({"answer": wanted, "document": n, "useful": [n] if n else []})
+
+    return reply
+
+
+def _assert_chain(answer: Answer, chain: list[str], first_source: str) -> None:
+    assert [(h.answer, h.status) for h in answer.hops] == [(a, "answered") for a in chain]
+    assert chain[0] in answer.hops[1].query
+    assert answer.hops[0].source and answer.hops[0].source.endswith(first_source)
+
+
+@pytest.mark.parametrize(
+    "page", [pytest.param("plant", id="the plant's page"), pytest.param("Rev C", id="the cover")]
+)
 def test_a_site_answered_with_its_owner_goes_on_from_the_place(
     tmp_path: Path,
     settings: Settings,
     make_searcher: Any,
     llm_server: ScriptedLLMServer,
-    cites: str,
+    page: str,
 ) -> None:
     # The local model, asked for the site, names the company whose plant it is, citing the
-    # page that places the plant or a page whose header only names the company.
+    # page that places the plant or a cover whose header only names the company.
     docs = {
         "spec.md": "# NR-7 specification\n\nEvery NR-7 is assembled and tested at the "
         "Northwind Robotics plant in Austin, Texas. Each robot completes a burn-in.",
@@ -206,30 +230,10 @@ def test_a_site_answered_with_its_owner_goes_on_from_the_place(
     }
     ds = make_searcher(_settings(settings, llm_server, max_iter=3))
     ds.load([write_docs(tmp_path / "site", docs)], "docs")
-
-    def reply(req: dict[str, Any]) -> str:
-        text = _prompt(req)
-        lookup = re.search(r"Lookup: (.*)", outside_documents(text))
-        wanted = "Rafael Ortega" if lookup and "Austin" in lookup.group(1) else "Northwind Robotics"
-        found = re.findall(r"<document[^>]*>\n(.*?)\n</document>", text, re.S)
-        page = (
-            ""
-            if wanted != "Northwind Robotics"
-            else "plant"
-            if cites == "the plant's page"
-            else "Rev C"
-        )
-        n = next((i for i, d in enumerate(found, start=1) if wanted in d and page in d), 0)
-        return json.dumps({"answer": wanted, "document": n, "useful": [n] if n else []})
-
+    reply = _two_lookups("Northwind Robotics", "Austin", "Rafael Ortega", page)
     llm_server.add_rule(lambda r: task_of(r) == "extract", reply)
     answer, _events = _run(ds, "Who is the office manager at the site where the NR-7 is assembled?")
-    assert [(h.answer, h.status) for h in answer.hops] == [
-        ("Austin, Texas", "answered"),
-        ("Rafael Ortega", "answered"),
-    ]
-    assert "Austin, Texas" in answer.hops[1].query
-    assert answer.hops[0].source and answer.hops[0].source.endswith("spec.md")
+    _assert_chain(answer, ["Austin, Texas", "Rafael Ortega"], "spec.md")
 
 
 def test_a_cell_read_from_the_wrong_row_goes_on_from_the_row_the_identifier_names(
@@ -246,30 +250,14 @@ def test_a_cell_read_from_the_wrong_row_goes_on_from_the_row_the_identifier_name
     }
     ds = make_searcher(_settings(settings, llm_server, max_iter=3))
     ds.load([write_docs(tmp_path / "parts", docs)], "docs")
-
-    def reply(req: dict[str, Any]) -> str:
-        text = _prompt(req)
-        lookup = re.search(r"Lookup: (.*)", outside_documents(text))
-        wanted = (
-            "Shanghai International Arbitration Center"
-            if lookup and "Shenzhen" in lookup.group(1)
-            else "Tartu Plast OÜ"
-        )
-        found = re.findall(r"<document[^>]*>\n(.*?)\n</document>", text, re.S)
-        n = next((i for i, d in enumerate(found, start=1) if wanted in d), 0)
-        return json.dumps({"answer": wanted, "document": n, "useful": [n] if n else []})
-
+    arbitration = "Shanghai International Arbitration Center"
+    reply = _two_lookups("Tartu Plast OÜ", "Shenzhen", arbitration)
     llm_server.add_rule(lambda r: task_of(r) == "extract", reply)
     answer, _events = _run(
         ds,
         "Where would a dispute with the supplier of the part stored in bin B-14-03 be arbitrated?",
     )
-    assert [(h.answer, h.status) for h in answer.hops] == [
-        ("Shenzhen Huajing Sensor", "answered"),
-        ("Shanghai International Arbitration Center", "answered"),
-    ]
-    assert "Shenzhen Huajing Sensor" in answer.hops[1].query
-    assert answer.hops[0].source and answer.hops[0].source.endswith("parts.csv")
+    _assert_chain(answer, ["Shenzhen Huajing Sensor", arbitration], "parts.csv")
 
 
 def test_a_first_lookup_found_by_reflection_still_leads_to_the_next(

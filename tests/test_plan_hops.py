@@ -235,6 +235,21 @@ def test_an_answer_no_passage_holds_is_not_taken() -> None:
     assert not holds("Phone ext. 4471", "ext. 4417")
 
 
+def test_numbers_and_short_words_are_held_whole() -> None:
+    # The local model grounded "2–8 °C" in a KPI table: "2" and "8" are in "3,412" and "98.2",
+    # "c" in "cases". The storage rule says it in Swedish, with the same numbers.
+    kpi = "Month Site Orders shipped On-time %\nJanuary Göteborg 3,412 98.2 7.9 cases 12,000"
+    rule = "Sensorerna ska förvaras mellan 2 och 8 °C i kylrummet."
+    assert not holds(kpi, "2–8 °C") and holds(rule, "2–8 °C")
+    found = ground("2–8 °C", [_hit(kpi, 0), _hit(rule, 1)], 1)
+    assert found is not None and found.text == rule
+    assert not holds("response_minutes: 1480", "480") and holds("response_minutes: 480", "480")
+    assert holds("On hand: 3,182 units", "3182") and holds("12,000 sensors held", "12,000")
+    # Longer words still match their inflections; unspaced scripts match inside a run.
+    assert holds("Pressure sensors PS-220 are approved", "approve pressure sensor")
+    assert holds("任何一方均可将争议提交上海国际仲裁中心，按照", "上海国际仲裁中心")
+
+
 def test_a_lookup_answer_must_be_the_kind_asked_for() -> None:
     assert not fits("Who owns the CAPA for the late occlusion alarm?", "Aurora IP-3")
     assert fits("Who owns the CAPA for the late occlusion alarm?", "Ingrid Halvorsen")

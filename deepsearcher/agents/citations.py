@@ -51,7 +51,11 @@ def canonical_citations(text: str) -> str:
     def one_each(m: re.Match[str]) -> str:
         return "".join(f"[{n}]" for n in re.findall(r"\d{1,3}", m.group(1)))
 
-    return LOOSE_CITATION.sub(one_each, text)
+    # "2–8 °C [2] [2]": a small model repeats the marker it just wrote.
+    return _REPEATED_MARKER.sub(r"\1", LOOSE_CITATION.sub(one_each, text))
+
+
+_REPEATED_MARKER = re.compile(r"(\[\d{1,3}\])(?:\s*\1)+")
 
 
 def citations_inside(text: str) -> str:
