@@ -156,29 +156,29 @@ def test_judge_keeps_only_the_passages_it_says_yes_to() -> None:
     assert all(s.verified for s in answer.sources)
 
 
-def test_citations_that_point_at_no_passage_are_removed() -> None:
+def _battery_answer(written: str) -> tuple[Answer, list[Any]]:
+    """Deep search's answer when the model writes ``written`` about the NR-7 battery."""
     llm = ScriptedChatModel()
     _script(
         llm,
         plan=["Who supplies the NR-7 battery?"],
         judge=_judge_yes_if("Kestrel"),
-        answer="Kestrel Energy supplies it [1], not the one in [4].",
+        answer=written,
     )
-    answer, events = _run(_deep(llm, max_iter=1, rerank="llm"), "Who supplies the NR-7 battery?")
+    return _run(_deep(llm, max_iter=1, rerank="llm"), "Who supplies the NR-7 battery?")
+
+
+def test_citations_that_point_at_no_passage_are_removed() -> None:
+    answer, events = _battery_answer("Kestrel Energy supplies it [1], not the one in [4].")
     assert [(s.n, s.text) for s in answer.sources] == [(1, CORPUS["robots.txt"][1])]
     assert "[4]" not in answer.answer and "[1]" in answer.answer
     assert any(e.type == "note" and "removed 1 citation" in e.message for e in events)
 
 
 def test_a_marker_written_twice_in_a_row_is_kept_once() -> None:
-    llm = ScriptedChatModel()
-    _script(
-        llm,
-        plan=["Who supplies the NR-7 battery?"],
-        judge=_judge_yes_if("Kestrel"),
-        answer="Kestrel Energy supplies it [1] [1], as the spec says [1][1].",
+    answer, _events = _battery_answer(
+        "Kestrel Energy supplies it [1] [1], as the spec says [1][1]."
     )
-    answer, _events = _run(_deep(llm, max_iter=1, rerank="llm"), "Who supplies the NR-7 battery?")
     assert answer.answer == "Kestrel Energy supplies it [1], as the spec says [1]."
 
 
