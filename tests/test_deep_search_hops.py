@@ -260,6 +260,33 @@ def test_a_cell_read_from_the_wrong_row_goes_on_from_the_row_the_identifier_name
     _assert_chain(answer, ["Shenzhen Huajing Sensor", arbitration], "parts.csv")
 
 
+def test_an_answer_whose_number_is_only_a_citation_marker_is_repaired(
+    tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
+) -> None:
+    # The local model wrote "to 8 °C [2]" for the lookup's "2–8 °C": the marker's 2 is no
+    # part of the range.
+    docs = {
+        "standup.md": "# Ops stand-up\n\nThe held-up HJ-5521 sensors go to Göteborg.",
+        "handbook.md": "# Warehouse handbook, Göteborg\n\nSensors are stored at 2–8 °C.",
+        "kpi.md": "# KPIs\n\nGöteborg shipped 3,412 orders in January.",
+    }
+    ds = make_searcher(_settings(settings, llm_server, max_iter=3))
+    ds.load([write_docs(tmp_path / "cold", docs)], "docs")
+    llm_server.add_rule(
+        lambda r: task_of(r) == "extract", _two_lookups("Göteborg", "Göteborg", "2–8 °C")
+    )
+    llm_server.add_rule(
+        lambda r: task_of(r) == "answer",
+        "The range to keep where the sensors go, Göteborg, is up to 8 °C [2].",
+    )
+    answer, _events = _run(
+        ds, "What temperature range must be kept where the held-up HJ-5521 sensors are going?"
+    )
+    assert [h.answer for h in answer.hops] == ["Göteborg", "2–8 °C"]
+    assert "2–8 °C" in answer.answer, answer.answer
+    assert any(n.startswith("answer repaired") for n in answer.notes), (answer.answer, answer.notes)
+
+
 def test_a_first_lookup_found_by_reflection_still_leads_to_the_next(
     tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
 ) -> None:

@@ -60,7 +60,7 @@ async def repair(
             events.append(
                 _repaired(ctx, answer, "the fact was taken from the lookup that found it")
             )
-    missing = [f for f in reply.required if not holds(text, f.answer)]
+    missing = [f for f in reply.required if not _states(text, f.answer)]
     if not bad and not missing:
         return text
     problems = [
@@ -77,7 +77,7 @@ async def repair(
         if (
             again_text
             and not _marker_facts(again_text)
-            and all(holds(again_text, f.answer) for f in reply.required)
+            and all(_states(again_text, f.answer) for f in reply.required)
         ):
             events.append(_repaired(ctx, answer, "the answer was written again"))
             return again_text
@@ -108,6 +108,11 @@ async def repair(
 def _repaired(ctx: RunContext, answer: Answer, how: str) -> Event:
     answer.stream_replaced = True
     return ctx.note(f"answer repaired: {how}")
+
+
+def _states(text: str, answer: str) -> bool:
+    # Without its markers: "to 8 °C [2]" does not state "2–8 °C".
+    return holds(_CITATION.sub(" ", text), answer)
 
 
 def _marker_facts(text: str) -> list[tuple[int, int]]:
