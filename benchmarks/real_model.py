@@ -31,7 +31,8 @@ Scoring, without an LLM judge (per run, then per mode and subset):
   key terms (the rule research's quality check uses; a field name such as
   ``account_manager`` holds its words), over all cited sentences;
 - attributed hit gold: attributed citations whose passage is a gold passage, over attributed
-  citations of questions whose gold passage the answer was given;
+  citations of questions whose gold passage the answer was given; "for a gold fact": the
+  same, counting only citations of sentences that state a gold answer or evidence string;
 - unsupported: sentences no passage holds (``unsupported_sentences``);
 - fact as citation: answers with a sentence whose fact is a citation marker ("is [3].");
 - hops: the lookup chain (``answer.hops``), per question in the JSON;
