@@ -9,17 +9,14 @@ import pytest
 
 from deepsearcher.agents.attribution import Attributor, overlaps, with_citations
 from deepsearcher.agents.citations import fact_is_marker, markers_to_end
+from deepsearcher.agents.grounding import ground, holds, other_script, translated
 from deepsearcher.agents.hops import (
     echoes,
     fits,
-    ground,
-    holds,
-    other_script,
     parse_extracted,
     resolve,
     same_row,
     site_of,
-    translated,
     wrong_field,
 )
 from deepsearcher.agents.plan import (

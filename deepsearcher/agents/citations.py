@@ -22,6 +22,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _CITE_AFTER_END = re.compile(r"([.!?])\s*((?:\[[^\]\n]{1,40}\])+)")
 _SPACE_BEFORE_PUNCT = re.compile(r"\s+([.!?,;:])")
 _MARKER = re.compile(r"^\s*(?:[-*•+]\s+|\d{1,3}[.)]\s+)")
+_REPEATED_MARKER = re.compile(r"(\[\d{1,3}\])(?:\s*\1)+")
 _WORD = re.compile(r"[a-z0-9][a-z0-9.%-]*[a-z0-9%]|[0-9]", re.IGNORECASE)
 # Words too common to tell one claim from another (research's contradiction check adds its own).
 _STOP_TEXT = (
@@ -53,9 +54,6 @@ def canonical_citations(text: str) -> str:
 
     # "2–8 °C [2] [2]": a small model repeats the marker it just wrote.
     return _REPEATED_MARKER.sub(r"\1", LOOSE_CITATION.sub(one_each, text))
-
-
-_REPEATED_MARKER = re.compile(r"(\[\d{1,3}\])(?:\s*\1)+")
 
 
 def citations_inside(text: str) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -19,6 +18,7 @@ from typing import Any
 
 from deepsearcher.agents import prompts
 from deepsearcher.agents.attribution import Attributor
+from deepsearcher.agents.grounding import ground, translated
 from deepsearcher.agents.parsing import copies_example, parse_queries
 from deepsearcher.agents.plan import restates
 from deepsearcher.agents.queries import QUERIES_SCHEMA, standalone
@@ -61,31 +61,6 @@ _NOT_FOUND = re.compile(
     r"^(?:|none|null|n/?a|unknown|not (?:found|stated|given|mentioned|available)|no answer"
     r"|the documents? do(?:es)? not (?:state|say|mention).*|-+|\.+)$",
     re.IGNORECASE,
-)
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_WORD = re.compile(r"\w+", re.UNICODE)
-_SMALL = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "in",
-        "at",
-        "on",
-        "to",
-        "for",
-        "and",
-        "or",
-        "by",
-        "is",
-        "are",
-        "was",
-        "were",
-        "de",
-        "la",
-        "le",
-    ]
 )
 
 
@@ -165,45 +140,6 @@ def _document_number(data: dict[str, object]) -> int:
         if isinstance(value, str) and (m := re.search(r"\d+", value)):
             return int(m.group(0))
     return 0
-
-
-def _fold(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).casefold()
-    return re.sub(r"(?<=\d)[,\u202f\u00a0 ](?=\d{3}\b)", "", text)
-
-
-def _unspaced(text: str) -> bool:
-    """Whether ``text`` has letters of a script written without spaces between words
-    (Chinese, Japanese, Thai): there a word is any run of its letters."""
-    return any("\u0e00" <= c <= "\u0eff" or "\u2e80" <= c <= "\ud7ff" for c in text)
-
-
-def _has_word(passage: str, words: set[str], word: str) -> bool:
-    # "sensor" is in "sensors" and "approv" in "approved"; "c" (of "°C") is not in "cell".
-    if _unspaced(word):
-        return word in passage
-    return word in words or (len(word) >= 4 and any(w.startswith(word) for w in words))
-
-
-def holds(text: str, answer: str) -> bool:
-    """Whether a passage states ``answer``: the answer itself, or all its numbers and most of
-    its words ("Northwind plant in Austin, Texas" against "assembled in Austin, Texas").
-    Numbers and short words count whole: "2–8 °C" is not in a table of "3,412" and "98.2"."""
-    passage, wanted = _fold(text), _fold(answer)
-    if _unspaced(wanted):
-        if wanted in passage:
-            return True
-    elif re.search(rf"(?<![\w.,]){re.escape(wanted)}(?![\w]|[.,]\d)", passage):
-        return True
-    numbers = set(_NUMBER.findall(passage))
-    if any(n not in numbers for n in _NUMBER.findall(wanted)):
-        return False
-    words = [w for w in _WORD.findall(wanted) if w not in _SMALL]
-    if not words:
-        return False
-    present = set(_WORD.findall(passage))
-    found = sum(1 for w in words if _has_word(passage, present, w))
-    return found / len(words) >= 0.6
 
 
 _MONTH = re.compile(
@@ -313,8 +249,12 @@ def same_row(query: str, answer: str, hit: Hit, hits: Sequence[Hit]) -> tuple[Hi
     rows = _table_rows(hit.text)
     if not codes or not rows or not value:
         return hit, answer
+
+    def named(row: list[str]) -> bool:
+        return any(states(" | ".join(row), code) for code in codes)
+
     holding = [row for row in rows if value in (c.casefold() for c in row)]
-    if not holding or any(states(" | ".join(row), code) for row in holding for code in codes):
+    if not holding or any(named(row) for row in holding):
         return hit, answer
     width, header = len(holding[0]), rows[0]
     column = [c.casefold() for c in holding[0]].index(value)
@@ -323,8 +263,8 @@ def same_row(query: str, answer: str, hit: Hit, hits: Sequence[Hit]) -> tuple[Hi
         if candidate is not hit and (not theirs or theirs[0] != header):
             continue
         for row in theirs:
-            if len(row) == width and any(states(" | ".join(row), code) for code in codes):
-                return (candidate, row[column]) if row[column] else (hit, answer)
+            if len(row) == width and named(row) and row[column]:
+                return candidate, row[column]
     return hit, answer
 
 
@@ -397,49 +337,6 @@ def echoes(answer: str, *asked: str) -> bool:
         return False
     words = _echo_words(answer)
     return bool(words) and words <= set().union(*(_echo_words(a) for a in asked))
-
-
-def _latin_share(text: str) -> float | None:
-    letters = [c for c in text if c.isalpha()]
-    if not letters:
-        return None
-    latin = sum(1 for c in letters if c.isascii() or unicodedata.name(c, "").startswith("LATIN"))
-    return latin / len(letters)
-
-
-def other_script(answer: str, passage: str) -> bool:
-    """Whether ``answer`` and ``passage`` are written in different scripts: a Latin-letter
-    answer read from a passage whose letters are mostly not (a Chinese contract), or the
-    reverse. No string match can ground such an answer; the model translated it."""
-    a, p = _latin_share(answer), _latin_share(passage)
-    return a is not None and p is not None and abs(a - p) >= 0.5
-
-
-async def translated(
-    answer: str, hits: Sequence[Hit], n: int, attributor: Attributor
-) -> Hit | None:
-    """Passage ``n`` (1-based) for an ``answer`` the model translated from it ("Shanghai
-    International Arbitration Center" from "上海国际仲裁中心"): only when it is in another script
-    than the answer, the answer matches it better than any other passage of the round (the
-    project's multilingual embedder, as attribution scores a sentence), and reaches the
-    attribution threshold. A name the model made up, or read from another passage, does not."""
-    if not 1 <= n <= len(hits) or not other_script(answer, hits[n - 1].text):
-        return None
-    scores, _fact = await attributor.scores([answer], [h.text for h in hits])
-    row = scores[0]
-    best = int(row.argmax())
-    if best != n - 1 or row[best] < attributor.threshold:
-        return None
-    logger.debug("answer %r taken as a translation of passage %d (%.3f)", answer, n, row[best])
-    return hits[best]
-
-
-def ground(answer: str, hits: Sequence[Hit], n: int) -> Hit | None:
-    """The passage that holds ``answer``: passage ``n`` (1-based) when it does, else the first
-    that does; None when none does."""
-    if 1 <= n <= len(hits) and holds(hits[n - 1].text, answer):
-        return hits[n - 1]
-    return next((h for h in hits if holds(h.text, answer)), None)
 
 
 async def extract(

@@ -19,7 +19,8 @@ from deepsearcher.agents.citations import (
     sentence_spans,
     tidy,
 )
-from deepsearcher.agents.hops import Fact, holds
+from deepsearcher.agents.grounding import holds
+from deepsearcher.agents.hops import Fact
 from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.llm import Message
 from deepsearcher.prompting import clean_output, escape_document
