@@ -423,6 +423,39 @@ def test_a_one_lookup_answer_that_states_the_finding_costs_no_repair(
     assert not answer.stream_replaced and not any("repaired" in n for n in answer.notes)
 
 
+def test_a_sentence_stating_part_of_the_finding_gives_way_to_it(
+    tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
+) -> None:
+    # The local model read "2–8 °C" in its lookup, then wrote "up to 8 °C" citing the same
+    # passage, and again when asked once more: the finding replaces that sentence rather
+    # than standing beside a range it contradicts.
+    docs = {
+        "storage.md": "# Storage\n\nPressure sensors are stored at 2–8 °C in the Göteborg warehouse.",
+        "canteen.md": "# Canteen\n\nThe canteen opens at 11:00 and serves 8 dishes.",
+    }
+
+    def numbered(req: dict[str, Any]) -> int:
+        found = re.findall(r"<document[^>]*>\n(.*?)\n</document>", _prompt(req), re.S)
+        return next(n for n, d in enumerate(found, 1) if "2–8 °C" in d)
+
+    llm_server.add_rule(
+        lambda r: task_of(r) == "extract",
+        lambda r: json.dumps({"answer": "2–8 °C", "document": numbered(r)}),
+    )
+    llm_server.add_rule(
+        lambda r: task_of(r) == "answer" or "cannot be used as it is" in _prompt(r),
+        lambda r: (
+            f"Sensors go to Göteborg [{numbered(r)}]. They are kept up to 8 °C [{numbered(r)}]."
+        ),
+    )
+    ds = make_searcher(_settings(settings, llm_server))
+    ds.load([write_docs(tmp_path / "d", docs)], "docs")
+    answer, _events = _run(ds, "What temperature must pressure sensors be stored at?")
+    assert answer.answer.startswith("Sensors go to Göteborg [")
+    assert "up to 8 °C" not in answer.answer and "stored at: 2–8 °C [" in answer.answer
+    assert answer.answer.count("2–8 °C") == 1 and answer.stream_replaced
+
+
 def test_the_passage_a_lookup_answered_from_is_kept_though_not_listed(
     tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
 ) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from deepsearcher.agents.attribution import Attributor, overlaps, with_citations
 from deepsearcher.agents.citations import fact_is_marker, markers_to_end
-from deepsearcher.agents.grounding import ground, holds, other_script, translated
+from deepsearcher.agents.grounding import dates, ground, holds, other_script, translated
 from deepsearcher.agents.hops import (
     echoes,
     fits,
@@ -245,6 +245,18 @@ def test_numbers_and_short_words_are_held_whole() -> None:
     # Longer words still match their inflections; unspaced scripts match inside a run.
     assert holds("Pressure sensors PS-220 are approved", "approve pressure sensor")
     assert holds("任何一方均可将争议提交上海国际仲裁中心，按照", "上海国际仲裁中心")
+
+
+def test_a_date_is_held_only_as_that_date() -> None:
+    # The local model answered "2025-03-14" from a notice numbered FSN-2025-03 sent on
+    # 14 May: each number is in the passage, the date is not.
+    mail = "Date: Wed, 14 May 2025 08:42:00 +0200\nSubject: Field safety notice FSN-2025-03"
+    assert not holds(mail, "2025-03-14") and not holds(mail, "14 March 2025")
+    assert holds(mail, "2025-05-14") and holds(mail, "May 14, 2025") and holds(mail, "14 May 2025")
+    assert holds(mail, "on 14 May 2025 at 08:42") and not holds(mail, "14 May 2025 by Karin")
+    assert holds("Godkänd 2. Mai 2025 av QA", "2025-05-02")
+    assert dates("due 03/04/2025") == {(2025, 3, 4), (2025, 4, 3)}  # order not written down
+    assert dates("version 2025.1, FSN-2025-03, 12:30, 2025-13-01") == set()
 
 
 def test_a_lookup_answer_must_be_the_kind_asked_for() -> None:

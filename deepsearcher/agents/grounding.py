@@ -63,16 +63,76 @@ def _has_word(passage: str, words: set[str], word: str) -> bool:
     return word in words or (len(word) >= 4 and any(w.startswith(word) for w in words))
 
 
+_MONTHS = {
+    m: i
+    for i, names in enumerate(
+        [
+            "january jan januari janvier januar enero",
+            "february feb februari février februar febrero",
+            "march mar mars märz marzo",
+            "april apr avril abril",
+            "may maj mai mayo",
+            "june jun juni juin junio",
+            "july jul juli juillet julio",
+            "august aug augusti août agosto",
+            "september sep sept septembre septiembre",
+            "october oct oktober octobre octubre okt",
+            "november nov novembre noviembre",
+            "december dec december décembre dezember diciembre dez",
+        ],
+        start=1,
+    )
+    for m in names.split()
+}
+_MONTH = r"([^\W\d_]{3,10})\.?"
+_ISO_DATE = re.compile(r"(?<![\w-])(\d{4})-(\d{1,2})-(\d{1,2})(?![\w-])")
+_DAY_MONTH_YEAR = re.compile(rf"(?<![\w.])(\d{{1,2}})\.?\s+{_MONTH}\s+(\d{{4}})\b")
+_MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
+_NUMERIC_DATE = re.compile(r"(?<![\w.:/-])(\d{1,2})[./](\d{1,2})[./](\d{4})(?![\w./-])")
+
+
+def dates(text: str) -> set[tuple[int, int, int]]:
+    """The calendar dates ``text`` states in full, as (year, month, day), however written:
+    "2025-05-14", "14 May 2025", "May 14, 2025", "14.05.2025" (and 05/14/2025 read both
+    ways, since the order of day and month is not written down)."""
+    text = _fold(text)
+    found = {(int(y), int(m), int(d)) for y, m, d in _ISO_DATE.findall(text)}
+    for d, month, y in _DAY_MONTH_YEAR.findall(text):
+        if month in _MONTHS:
+            found.add((int(y), _MONTHS[month], int(d)))
+    for month, d, y in _MONTH_DAY_YEAR.findall(text):
+        if month in _MONTHS:
+            found.add((int(y), _MONTHS[month], int(d)))
+    for a, b, y in _NUMERIC_DATE.findall(text):
+        found |= {(int(y), int(b), int(a)), (int(y), int(a), int(b))}
+    return {(y, m, d) for y, m, d in found if 1 <= m <= 12 and 1 <= d <= 31}
+
+
+def numbers(text: str) -> set[str]:
+    """The numbers ``text`` states, as ``holds`` compares them ("3,412" is 3412)."""
+    return set(_NUMBER.findall(_fold(text)))
+
+
 def holds(text: str, answer: str) -> bool:
     """Whether a passage states ``answer``: the answer itself, or all its numbers and most of
     its words ("Northwind plant in Austin, Texas" against "assembled in Austin, Texas").
-    Numbers and short words count whole: "2–8 °C" is not in a table of "3,412" and "98.2"."""
+    Numbers and short words count whole: "2–8 °C" is not in a table of "3,412" and "98.2";
+    a date counts as a date, in any of the ways ``dates`` reads."""
     passage, wanted = _fold(text), _fold(answer)
     if _unspaced(wanted):
         if wanted in passage:
             return True
     elif re.search(rf"(?<![\w.,]){re.escape(wanted)}(?![\w]|[.,]\d)", passage):
         return True
+    # A date is stated as that date: "2025-03-14" is not made of "FSN-2025-03" and "14 May".
+    said = dates(wanted)
+    if not said <= dates(passage):
+        return False
+    if said:  # held; the rest of the answer ("on 14 May 2025 at 08:42") is checked alone
+        for pattern in (_ISO_DATE, _DAY_MONTH_YEAR, _MONTH_DAY_YEAR, _NUMERIC_DATE):
+            wanted = pattern.sub(" ", wanted)
+        if not [w for w in _WORD.findall(wanted) if w not in _SMALL]:
+            return True
     numbers = set(_NUMBER.findall(passage))
     if any(n not in numbers for n in _NUMBER.findall(wanted)):
         return False

@@ -19,7 +19,7 @@ from deepsearcher.agents.citations import (
     sentence_spans,
     tidy,
 )
-from deepsearcher.agents.grounding import holds
+from deepsearcher.agents.grounding import holds, numbers
 from deepsearcher.agents.hops import Fact
 from deepsearcher.errors import BudgetExceeded, LLMError
 from deepsearcher.llm import Message
@@ -88,13 +88,10 @@ async def repair(
     if missing:
         if all(NOT_STATED.search(text[a:b]) for a, b in sentence_spans(text)):
             text = ""  # "The documents do not state it." beside the finding would deny it
-        findings = "".join(
-            f" {f.query.rstrip(' ?？')}: {f.answer}"
-            + (f" [{_number(f, passages)}]" if _number(f, passages) else "")
-            + "."
-            for f in missing
-        )
-        text = (text.rstrip() + findings).lstrip()
+        for f in missing:
+            n = _number(f, passages)
+            finding = f"{f.query.rstrip(' ?？')}: {f.answer}" + (f" [{n}]" if n else "") + "."
+            text = _put_finding(text, finding, f.answer, n)
         events.append(
             _repaired(
                 ctx,
@@ -114,6 +111,19 @@ def _repaired(ctx: RunContext, answer: Answer, how: str) -> Event:
 def _states(text: str, answer: str) -> bool:
     # Without its markers: "to 8 °C [2]" does not state "2–8 °C".
     return holds(_CITATION.sub(" ", text), answer)
+
+
+def _put_finding(text: str, finding: str, found: str, n: int | None) -> str:
+    """``text`` with ``finding`` in place of the sentence that states part of it (cites the
+    same passage and gives some of its numbers, not all: "to 8 °C [2]" where the passage and
+    the lookup say "2–8 °C"), which would contradict it beside it; else added at the end."""
+    wanted = numbers(found)
+    for a, b in sentence_spans(text) if n is not None and wanted else []:
+        sentence = text[a:b]
+        said = numbers(_CITATION.sub(" ", sentence))
+        if n in _markers(sentence) and said & wanted and not _states(sentence, found):
+            return text[:a] + finding + text[b:]
+    return f"{text.rstrip()} {finding}".lstrip()
 
 
 def _marker_facts(text: str) -> list[tuple[int, int]]:
