@@ -456,6 +456,70 @@ def test_a_sentence_stating_part_of_the_finding_gives_way_to_it(
     assert answer.answer.count("2–8 °C") == 1 and answer.stream_replaced
 
 
+SLA_TICKET = "How many minutes do we have to respond to ticket SR-10431 under the SLA?"
+
+
+def _sla_docs(priorities: list[str]) -> dict[str, str]:
+    minutes = {"P1": 30, "P2": 120, "P3": 480, "P4": 1440}
+    sla = {
+        p: {
+            "description": f"priority {p}: {'a device is down' if p < 'P3' else 'degraded'} "
+            "on a ward, as the customer reports it to the service desk by phone or portal",
+            "response_minutes": minutes[p],
+            "restore_hours": minutes[p] // 5,
+        }
+        for p in priorities
+    }
+    tickets = [
+        {"ticket_id": f"SR-104{n}", "priority": p, "category": "alarm", "assignee": "Anders Holm"}
+        for n, p in [(30, "P3"), (31, "P2"), (32, "P4"), (33, "P3")]
+    ]
+    return {
+        "tickets.jsonl": "\n".join(json.dumps(t) for t in tickets) + "\n",
+        "sla.json": json.dumps({"policy": "Care SLA", "sla": {"priorities": sla}}, indent=2),
+    }
+
+
+@pytest.mark.parametrize("priorities", [["P1", "P2", "P3", "P4"], ["P1", "P3", "P4"]])
+def test_a_value_read_under_another_key_than_the_record_gives_is_read_under_its_key(
+    tmp_path: Path,
+    settings: Settings,
+    make_searcher: Any,
+    llm_server: ScriptedLLMServer,
+    priorities: list[str],
+) -> None:
+    # The local model read the P3 row of the SLA for a ticket whose record says P2: the
+    # lookup is answered from the P2 row (a passage at hand, else one search for its label,
+    # no LLM call); where no passage states it, the P3 value is not taken.
+    read: list[int] = []
+
+    def reply(req: dict[str, Any]) -> str:
+        docs = re.findall(r"<document[^>]*>\n(.*?)\n</document>", _prompt(req), re.S)
+        read.append(next((i for i, d in enumerate(docs, 1) if "P3.response_minutes: 480" in d), 0))
+        return json.dumps({"answer": "480", "document": read[-1]})
+
+    llm_server.add_rule(lambda r: task_of(r) == "extract", reply)
+    # With P2 in the SLA, two passages a round: the ticket's record and the P3 row, not P2's.
+    top_k = 2 if "P2" in priorities else 10
+    ds = make_searcher(_settings(settings, llm_server, max_iter=1, top_k=top_k))
+    ds.load([write_docs(tmp_path / "d", _sla_docs(priorities))], "docs")
+    calls = len(llm_server.requests)
+    answer, events = _run(ds, SLA_TICKET)
+    assert read and all(read)  # the model did read the P3 row
+    (hop,) = answer.hops
+    searched = [e.query for e in events if e.type == "search"]
+    assert searched == [SLA_TICKET, "sla.priorities.P2.response_minutes"]
+    if "P2" in priorities:
+        assert (hop.answer, hop.status) == ("120", "answered") and hop.source.endswith("sla.json")
+        assert any("sla.priorities.P2.response_minutes: 120" in n for n in answer.notes)
+    else:
+        assert hop.status != "answered" and hop.answer != "480"
+        assert any(
+            "no passage states sla.priorities.P2.response_minutes" in n for n in answer.notes
+        )
+    assert sum(task_of(r) == "extract" for r in llm_server.requests[calls:]) == 1
+
+
 def test_the_passage_a_lookup_answered_from_is_kept_though_not_listed(
     tmp_path: Path, settings: Settings, make_searcher: Any, llm_server: ScriptedLLMServer
 ) -> None:

@@ -17,7 +17,6 @@ from deepsearcher.agents.hops import (
     resolve,
     same_row,
     site_of,
-    wrong_field,
 )
 from deepsearcher.agents.plan import (
     described_phrase,
@@ -25,6 +24,7 @@ from deepsearcher.agents.plan import (
     parse_steps,
     restates,
 )
+from deepsearcher.agents.records import field_value, rekeyed, wrong_field
 from deepsearcher.embedding import Embedder
 from deepsearcher.prompting import OutputParseError
 from deepsearcher.types import Hit
@@ -491,3 +491,24 @@ def test_an_answer_translated_from_the_passage_it_names_is_grounded_there(
     assert taken("Stockholm Chamber of Commerce", 3) is None
     assert taken("Rheinform GmbH", 1) is None
     assert taken("Shanghai International Arbitration Center", 9) is None
+
+
+def test_a_value_under_another_key_than_the_record_gives_is_rekeyed() -> None:
+    ask = "How many minutes do we have to respond to ticket SR-10431 under the SLA?"
+    record = _hit("ticket_id: SR-10431\npriority: P2\ncategory: alarm\nassignee: Anders Holm")
+    other = _hit("ticket_id: SR-10428\npriority: P3\ncategory: alarm")
+    p3 = _hit("sla.priorities.P3.response_minutes: 480\nsla.priorities.P3.restore_hours: 72")
+    p2 = _hit("policy: Care SLA\nsla.priorities.P2.response_minutes: 120")
+    assert rekeyed(ask, "480", p3, [other, record, p3]) == "sla.priorities.P2.response_minutes"
+    assert field_value("sla.priorities.P2.response_minutes", [p3, p2]) == (p2, "120")
+    assert field_value("sla.priorities.P2.response_minutes", [p3]) is None
+    # Read under the key the record gives, or from a passage naming the ticket: as it is.
+    assert rekeyed(ask, "120", p2, [record, p2]) is None
+    assert rekeyed(ask, "P2", record, [record, p3]) is None
+    # No record of the ticket among the passages, no identifier asked, no dotted label.
+    assert rekeyed(ask, "480", p3, [other, p3]) is None
+    assert rekeyed("How fast must a P2 call be answered?", "480", p3, [record, p3]) is None
+    assert rekeyed(ask, "480", _hit("Response: 480 minutes"), [record]) is None
+    # Two fields of the record could key it ("priority", "prior_priority"): not guessed.
+    both = _hit("ticket_id: SR-10431\npriority: P2\nprior_priority: P1")
+    assert rekeyed(ask, "480", p3, [both, p3]) is None

@@ -41,6 +41,7 @@ from deepsearcher.agents.judge import (
 )
 from deepsearcher.agents.naive_rag import retrieval_only
 from deepsearcher.agents.plan import Plan, plan_question
+from deepsearcher.agents.records import field_value, rekeyed
 from deepsearcher.agents.rounds import SearchState, Work, next_round
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, LLMError
@@ -333,6 +334,13 @@ class DeepSearchAgent:
                 if ctx.unreachable is None:
                     yield ctx.note(f"lookup {hop.index} failed ({exc.message})")
         s.tried.add(hop.index)
+        label = None if found.hit is None else rekeyed(hop.query, found.answer, found.hit, s.docs)
+        if label is not None:
+            async for ev in self._read_field(ctx, s, hop, label, found):
+                if isinstance(ev, Extracted):
+                    found = ev
+                else:
+                    yield ev
         if found.hit is not None:
             hop.answer, hop.status = found.answer, "answered"
             hop.source, hop.page = found.hit.source, found.hit.page
@@ -349,6 +357,36 @@ class DeepSearchAgent:
         if found.hit is None and s.iteration < max_iter and not ctx.cut_short:
             async for ev in self._reflect(ctx, s, hop):
                 yield ev
+
+    async def _read_field(
+        self, ctx: RunContext, s: SearchState, hop: Hop, label: str, found: Extracted
+    ) -> AsyncIterator[Event | Extracted]:
+        """The lookup's answer read under ``label`` (the key the lookup's record gives): from a
+        passage at hand, else one search for the label (no LLM call). Without one, the answer
+        read under the other key is not taken: it answers for another record. Yields the
+        notes and, last, what the lookup found."""
+        got = field_value(label, list(s.retrieved.values()))
+        if got is None:
+            try:
+                (hits,) = await ctx.in_time(self.retriever.search([label], s.collections, s.top_k))
+            except BudgetExceeded as exc:
+                ctx.cut_short = ctx.cut_short or exc.message
+                hits = []
+            new = [h for h in hits if h.id not in s.retrieved]
+            s.retrieved.update((h.id, h) for h in new)
+            s.answer.chunks_retrieved += len(hits)
+            yield SearchEvent(query=label, hits=len(hits), new=len(new))
+            got = field_value(label, hits)
+        if got is None:
+            yield ctx.note(
+                f"lookup {hop.index}: {found.answer!r} was read under another key than the "
+                f"one its record gives, and no passage states {label}; the lookup stays open"
+            )
+            yield Extracted("", None, found.useful)
+            return
+        hit, value = got
+        yield ctx.note(f"lookup {hop.index}: read under the key its record gives: {label}: {value}")
+        yield Extracted(value, hit, found.useful)
 
     async def _reflect(self, ctx: RunContext, s: SearchState, hop: Hop) -> AsyncIterator[Event]:
         """Queries for the lookup that found nothing, from the passages at hand."""

@@ -22,7 +22,8 @@ from deepsearcher.agents.grounding import ground, translated
 from deepsearcher.agents.parsing import copies_example, parse_queries
 from deepsearcher.agents.plan import restates
 from deepsearcher.agents.queries import QUERIES_SCHEMA, standalone
-from deepsearcher.identifiers import CODE, codes_in, states
+from deepsearcher.agents.records import labelled, wrong_field
+from deepsearcher.identifiers import codes_in, states
 from deepsearcher.llm import JsonSchema
 from deepsearcher.prompting import (
     OutputParseError,
@@ -266,51 +267,6 @@ def same_row(query: str, answer: str, hit: Hit, hits: Sequence[Hit]) -> tuple[Hi
             if len(row) == width and named(row) and row[column]:
                 return candidate, row[column]
     return hit, answer
-
-
-# A record's field as loaders write JSON, CSV rows and key-value text: "label: value".
-_FIELD = re.compile(r"^\s*([^\W\d][\w .-]{0,39}?)\s*[:=]\s*(\S.*)$")
-_MIN_FIELDS = 3
-
-
-def _label_words(text: str) -> set[str]:
-    return {w[:5] for w in re.split(r"[\W_]+", text.casefold()) if len(w) > 3}
-
-
-def _fields(passage: str) -> list[tuple[set[str], str]]:
-    """The "label: value" lines of ``passage``: each label's words and the folded value."""
-    return [
-        (_label_words(m.group(1)), m.group(2).strip().casefold())
-        for m in map(_FIELD.match, passage.splitlines())
-        if m
-    ]
-
-
-def labelled(query: str, answer: str, passage: str) -> bool:
-    """Whether ``answer`` is an identifier that ``passage`` gives as the value of a field
-    named by a word of ``query``: "Who is the customer behind ticket SR-10482?" is answered
-    "C-0117" by the line "customer_id: C-0117", and the next lookup finds the customer by it."""
-    if not CODE.fullmatch(answer.strip()):
-        return False
-    wanted, value = _label_words(query), answer.strip().casefold()
-    return any(words & wanted for words, text in _fields(passage) if value in text)
-
-
-def wrong_field(query: str, answer: str, passage: str) -> bool:
-    """Whether ``answer`` comes from another field of a record than the one ``query`` names:
-    the record holds it only under labels sharing no word with the query, while another of
-    its labels does. Asked "Who is the customer behind ticket SR-10482?", the local model
-    answers "Anders Holm" from "assignee: Anders Holm" beside "customer_id: C-0117"."""
-    fields = _fields(passage)
-    if len(fields) < _MIN_FIELDS:
-        return False
-    wanted, value = _label_words(query), answer.strip().casefold()
-    under = [words for words, text in fields if value in text]
-    if not under or any(words & wanted for words in under):
-        return False
-    # The field the query names the record by ("ticket_id: SR-10482") names no answer.
-    asked = query.casefold()
-    return any(words & wanted for words, text in fields if text not in asked)
 
 
 # A lookup that offers its answers ("Which was founded first, X or Y?") is answered with words
