@@ -512,6 +512,12 @@ def test_a_value_read_under_another_key_than_the_record_gives_is_read_under_its_
     if "P2" in priorities:
         assert (hop.answer, hop.status) == ("120", "answered") and hop.source.endswith("sla.json")
         assert any("sla.priorities.P2.response_minutes: 120" in n for n in answer.notes)
+        # The answer is written from the two fields the value rests on, each with its passage.
+        (written,) = [r for r in llm_server.requests if task_of(r) == "answer"]
+        assert "SR-10431 priority P2 [" in _prompt(written)
+        assert "sla.priorities.P2.response_minutes 120 [" in _prompt(written)
+        assert "120 [" in answer.answer and "P2" in answer.answer and "480" not in answer.answer
+        assert {s.source.rsplit("/", 1)[-1] for s in answer.sources} >= {"sla.json"}
     else:
         assert hop.status != "answered" and hop.answer != "480"
         assert any(

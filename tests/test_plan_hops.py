@@ -499,7 +499,14 @@ def test_a_value_under_another_key_than_the_record_gives_is_rekeyed() -> None:
     other = _hit("ticket_id: SR-10428\npriority: P3\ncategory: alarm")
     p3 = _hit("sla.priorities.P3.response_minutes: 480\nsla.priorities.P3.restore_hours: 72")
     p2 = _hit("policy: Care SLA\nsla.priorities.P2.response_minutes: 120")
-    assert rekeyed(ask, "480", p3, [other, record, p3]) == "sla.priorities.P2.response_minutes"
+    rekey = rekeyed(ask, "480", p3, [other, record, p3])
+    assert rekey is not None and rekey.label == "sla.priorities.P2.response_minutes"
+    assert (rekey.hit, rekey.ident, rekey.field, rekey.key) == (
+        record,
+        "SR-10431",
+        "priority",
+        "P2",
+    )
     assert field_value("sla.priorities.P2.response_minutes", [p3, p2]) == (p2, "120")
     assert field_value("sla.priorities.P2.response_minutes", [p3]) is None
     # Read under the key the record gives, or from a passage naming the ticket: as it is.

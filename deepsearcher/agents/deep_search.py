@@ -41,7 +41,7 @@ from deepsearcher.agents.judge import (
 )
 from deepsearcher.agents.naive_rag import retrieval_only
 from deepsearcher.agents.plan import Plan, plan_question
-from deepsearcher.agents.records import field_value, rekeyed
+from deepsearcher.agents.records import Rekey, field_value, rekeyed
 from deepsearcher.agents.rounds import SearchState, Work, next_round
 from deepsearcher.config import Settings
 from deepsearcher.errors import BudgetExceeded, LLMError
@@ -334,9 +334,9 @@ class DeepSearchAgent:
                 if ctx.unreachable is None:
                     yield ctx.note(f"lookup {hop.index} failed ({exc.message})")
         s.tried.add(hop.index)
-        label = None if found.hit is None else rekeyed(hop.query, found.answer, found.hit, s.docs)
-        if label is not None:
-            async for ev in self._read_field(ctx, s, hop, label, found):
+        rekey = None if found.hit is None else rekeyed(hop.query, found.answer, found.hit, s.docs)
+        if rekey is not None:
+            async for ev in self._read_field(ctx, s, hop, rekey, found):
                 if isinstance(ev, Extracted):
                     found = ev
                 else:
@@ -359,12 +359,13 @@ class DeepSearchAgent:
                 yield ev
 
     async def _read_field(
-        self, ctx: RunContext, s: SearchState, hop: Hop, label: str, found: Extracted
+        self, ctx: RunContext, s: SearchState, hop: Hop, rekey: Rekey, found: Extracted
     ) -> AsyncIterator[Event | Extracted]:
         """The lookup's answer read under ``label`` (the key the lookup's record gives): from a
         passage at hand, else one search for the label (no LLM call). Without one, the answer
         read under the other key is not taken: it answers for another record. Yields the
         notes and, last, what the lookup found."""
+        label = rekey.label
         got = field_value(label, list(s.retrieved.values()))
         if got is None:
             try:
@@ -385,6 +386,7 @@ class DeepSearchAgent:
             yield Extracted("", None, found.useful)
             return
         hit, value = got
+        s.keyed[hop.index] = rekey
         yield ctx.note(f"lookup {hop.index}: read under the key its record gives: {label}: {value}")
         yield Extracted(value, hit, found.useful)
 
@@ -434,6 +436,14 @@ class DeepSearchAgent:
                 )
         answered = [h for h in s.hops if h.status == "answered" and h.index in s.hits_of]
         facts = {h.index: Fact(h.query, h.answer, s.hits_of[h.index]) for h in answered}
+        # A value read under the key its record gives is stated as the two fields it rests on
+        # ("SR-10431 priority: P2", "sla.priorities.P2.response_minutes: 120"), each as its
+        # passage words it: the lookup's question would restate what was asked.
+        bridges = {
+            i: Fact(f"{k.ident} {k.field}", k.key, k.hit) for i, k in s.keyed.items() if i in facts
+        }
+        for i in bridges:
+            facts[i] = Fact(s.keyed[i].label, facts[i].answer, facts[i].hit)
         # What the question asks of a chain: the answers of its last lookups; of a question
         # that is one lookup, that lookup's answer (the local model found "310" latches on
         # hand, then answered about the latches' revision). Parallel parts are not required:
@@ -442,6 +452,8 @@ class DeepSearchAgent:
         required = [facts[h.index] for h in answered if h.depends_on and h.index not in needed]
         if len(s.hops) == 1 and answered:
             required = [facts[answered[0].index]]
+        # The key is part of the finding: "120" alone would not say whose priority it is.
+        required = [b for i, b in bridges.items() if facts[i] in required] + required
         verified = {i for i, kept_ in s.verdicts.items() if kept_}
         unjudged = sorted(s.retrieved.values(), key=lambda h: -s.fused.get(h.id, 0.0))
         async for ev in write_answer(
@@ -451,7 +463,7 @@ class DeepSearchAgent:
             answer,
             fallback=unjudged,
             verified=verified,
-            facts=list(facts.values()),
+            facts=[*bridges.values(), *facts.values()],
             required=required,
             attributor=self.attributor,
         ):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from deepsearcher.identifiers import CODE, codes_in, states
 from deepsearcher.types import Hit
@@ -69,7 +70,19 @@ def _lines(passage: str) -> list[tuple[str, str]]:
     ]
 
 
-def rekeyed(query: str, answer: str, hit: Hit, hits: Sequence[Hit]) -> str | None:
+@dataclass(frozen=True)
+class Rekey:
+    """The key a lookup's record gives for another record's table: the record (``hit``)
+    names ``ident`` and says ``field``: ``key``; the value wanted is under ``label``."""
+
+    label: str
+    hit: Hit
+    ident: str
+    field: str
+    key: str
+
+
+def rekeyed(query: str, answer: str, hit: Hit, hits: Sequence[Hit]) -> Rekey | None:
     """The label ``answer`` should have been read under, when the lookup's record keys the
     table it came from by another value: asked "How many minutes do we have to respond to
     ticket SR-10431 under the SLA?", a 1.5B model read "sla.priorities.P3.response_minutes:
@@ -88,11 +101,13 @@ def rekeyed(query: str, answer: str, hit: Hit, hits: Sequence[Hit]) -> str | Non
         return None
     parts = label.split(".")
     fields = _lines(record.text)
+    ident = next((v for _lab, v in fields if any(states(v, c) for c in codes)), codes[0])
     for i in range(1, len(parts) - 1):
         parent = _label_words(parts[i - 1])
-        keys = [v for lab, v in fields if _label_words(lab) & parent and _KEY.fullmatch(v)]
-        if len(keys) == 1 and keys[0].casefold() != parts[i].casefold():
-            return ".".join([*parts[:i], keys[0], *parts[i + 1 :]])
+        keys = [(lab, v) for lab, v in fields if _label_words(lab) & parent and _KEY.fullmatch(v)]
+        if len(keys) == 1 and keys[0][1].casefold() != parts[i].casefold():
+            field, key = keys[0]
+            return Rekey(".".join([*parts[:i], key, *parts[i + 1 :]]), record, ident, field, key)
     return None
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from deepsearcher.agents.hops import resolve
 from deepsearcher.agents.plan import restates
 from deepsearcher.agents.queries import standalone
+from deepsearcher.agents.records import Rekey
 from deepsearcher.types import Answer, Hit, Hop
 
 _EARLIER_PASSAGES = 2  # best passages of earlier rounds the answer also gets (read cold)
@@ -34,6 +35,7 @@ class SearchState:
     verdicts: dict[str, bool] = field(default_factory=dict)  # chunk id -> kept
     docs: list[Hit] = field(default_factory=list)  # the last round's passages, prompt order
     hits_of: dict[int, Hit] = field(default_factory=dict)  # hop -> the passage it came from
+    keyed: dict[int, Rekey] = field(default_factory=dict)  # hop -> the key its record gave
     gaps: dict[int, list[str]] = field(default_factory=dict)  # hop -> reflection's queries
     searched: set[int] = field(default_factory=set)  # hops whose query was searched
     tried: set[int] = field(default_factory=set)  # hops whose answer was looked for
@@ -65,6 +67,7 @@ class SearchState:
         out = list(self.docs[: kept[-1] + 1] if kept else self.docs)
         ids = {h.id for h in out}
         extra = [self.hits_of[i] for i in sorted(self.hits_of)]
+        extra += [self.keyed[i].hit for i in sorted(self.keyed)]
         earlier = sorted(
             self.usable(list(self.retrieved.values())), key=lambda h: -self.fused.get(h.id, 0.0)
         )
