@@ -498,7 +498,16 @@ def test_a_value_read_under_another_key_than_the_record_gives_is_read_under_its_
         read.append(next((i for i, d in enumerate(docs, 1) if "P3.response_minutes: 480" in d), 0))
         return json.dumps({"answer": "480", "document": read[-1]})
 
+    def numbered(req: dict[str, Any]) -> int:
+        docs = re.findall(r"<document[^>]*>\n(.*?)\n</document>", _prompt(req), re.S)
+        return next((i for i, d in enumerate(docs, 1) if "P2.response_minutes: 120" in d), 0)
+
     llm_server.add_rule(lambda r: task_of(r) == "extract", reply)
+    # The model writes the value but not whose priority it is, and again when asked once more.
+    llm_server.add_rule(
+        lambda r: task_of(r) == "answer" or "cannot be used as it is" in _prompt(r),
+        lambda r: f"We have 120 minutes to respond [{numbered(r)}].",
+    )
     # With P2 in the SLA, two passages a round: the ticket's record and the P3 row, not P2's.
     top_k = 2 if "P2" in priorities else 10
     ds = make_searcher(_settings(settings, llm_server, max_iter=1, top_k=top_k))
@@ -516,7 +525,10 @@ def test_a_value_read_under_another_key_than_the_record_gives_is_read_under_its_
         (written,) = [r for r in llm_server.requests if task_of(r) == "answer"]
         assert "SR-10431 priority P2 [" in _prompt(written)
         assert "sla.priorities.P2.response_minutes 120 [" in _prompt(written)
-        assert "120 [" in answer.answer and "P2" in answer.answer and "480" not in answer.answer
+        # The key is part of the finding: the repair adds the record's field, with its passage.
+        assert answer.answer.startswith("We have 120 minutes to respond [")
+        assert "SR-10431 priority: P2 [" in answer.answer and "480" not in answer.answer
+        assert answer.stream_replaced
         assert {s.source.rsplit("/", 1)[-1] for s in answer.sources} >= {"sla.json"}
     else:
         assert hop.status != "answered" and hop.answer != "480"

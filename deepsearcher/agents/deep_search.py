@@ -53,6 +53,7 @@ from deepsearcher.tools.web import WebSearchTool
 from deepsearcher.types import (
     EVIDENCE_NOTE,
     Event,
+    Hit,
     Hop,
     HopEvent,
     PlanEvent,
@@ -336,11 +337,9 @@ class DeepSearchAgent:
         s.tried.add(hop.index)
         rekey = None if found.hit is None else rekeyed(hop.query, found.answer, found.hit, s.docs)
         if rekey is not None:
-            async for ev in self._read_field(ctx, s, hop, rekey, found):
-                if isinstance(ev, Extracted):
-                    found = ev
-                else:
-                    yield ev
+            found, events = await self._read_field(ctx, s, hop, rekey, found)
+            for ev in events:
+                yield ev
         if found.hit is not None:
             hop.answer, hop.status = found.answer, "answered"
             hop.source, hop.page = found.hit.source, found.hit.page
@@ -360,35 +359,38 @@ class DeepSearchAgent:
 
     async def _read_field(
         self, ctx: RunContext, s: SearchState, hop: Hop, rekey: Rekey, found: Extracted
-    ) -> AsyncIterator[Event | Extracted]:
-        """The lookup's answer read under ``label`` (the key the lookup's record gives): from a
-        passage at hand, else one search for the label (no LLM call). Without one, the answer
-        read under the other key is not taken: it answers for another record. Yields the
-        notes and, last, what the lookup found."""
-        label = rekey.label
+    ) -> tuple[Extracted, list[Event]]:
+        """The lookup's answer read under ``rekey.label`` (the key the lookup's record gives):
+        from a passage at hand, else one search for the label (no LLM call). Without one, the
+        answer read under the other key is not taken: it answers for another record."""
+        label, events = rekey.label, list[Event]()
         got = field_value(label, list(s.retrieved.values()))
         if got is None:
+            hits: list[Hit] = []
             try:
                 (hits,) = await ctx.in_time(self.retriever.search([label], s.collections, s.top_k))
             except BudgetExceeded as exc:
                 ctx.cut_short = ctx.cut_short or exc.message
-                hits = []
+                events.append(ctx.note(f"search cut short: {exc.message}"))
             new = [h for h in hits if h.id not in s.retrieved]
             s.retrieved.update((h.id, h) for h in new)
             s.answer.chunks_retrieved += len(hits)
-            yield SearchEvent(query=label, hits=len(hits), new=len(new))
+            events.append(SearchEvent(query=label, hits=len(hits), new=len(new)))
             got = field_value(label, hits)
         if got is None:
-            yield ctx.note(
-                f"lookup {hop.index}: {found.answer!r} was read under another key than the "
-                f"one its record gives, and no passage states {label}; the lookup stays open"
+            events.append(
+                ctx.note(
+                    f"lookup {hop.index}: {found.answer!r} was read under another key than the "
+                    f"one its record gives, and no passage states {label}; the lookup stays open"
+                )
             )
-            yield Extracted("", None, found.useful)
-            return
+            return Extracted("", None, found.useful), events
         hit, value = got
         s.keyed[hop.index] = rekey
-        yield ctx.note(f"lookup {hop.index}: read under the key its record gives: {label}: {value}")
-        yield Extracted(value, hit, found.useful)
+        events.append(
+            ctx.note(f"lookup {hop.index}: read under the key its record gives: {label}: {value}")
+        )
+        return Extracted(value, hit, found.useful), events
 
     async def _reflect(self, ctx: RunContext, s: SearchState, hop: Hop) -> AsyncIterator[Event]:
         """Queries for the lookup that found nothing, from the passages at hand."""

@@ -89,6 +89,7 @@ _ISO_DATE = re.compile(r"(?<![\w-])(\d{4})-(\d{1,2})-(\d{1,2})(?![\w-])")
 _DAY_MONTH_YEAR = re.compile(rf"(?<![\w.])(\d{{1,2}})\.?\s+{_MONTH}\s+(\d{{4}})\b")
 _MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
 _NUMERIC_DATE = re.compile(r"(?<![\w.:/-])(\d{1,2})[./](\d{1,2})[./](\d{4})(?![\w./-])")
+_DATE_FORMS = (_ISO_DATE, _DAY_MONTH_YEAR, _MONTH_DAY_YEAR, _NUMERIC_DATE)
 
 
 def dates(text: str) -> set[tuple[int, int, int]]:
@@ -129,12 +130,12 @@ def holds(text: str, answer: str) -> bool:
     if not said <= dates(passage):
         return False
     if said:  # held; the rest of the answer ("on 14 May 2025 at 08:42") is checked alone
-        for pattern in (_ISO_DATE, _DAY_MONTH_YEAR, _MONTH_DAY_YEAR, _NUMERIC_DATE):
-            wanted = pattern.sub(" ", wanted)
+        for form in _DATE_FORMS:
+            wanted = form.sub(" ", wanted)
         if not [w for w in _WORD.findall(wanted) if w not in _SMALL]:
             return True
-    numbers = set(_NUMBER.findall(passage))
-    if any(n not in numbers for n in _NUMBER.findall(wanted)):
+    stated = set(_NUMBER.findall(passage))
+    if any(n not in stated for n in _NUMBER.findall(wanted)):
         return False
     words = [w for w in _WORD.findall(wanted) if w not in _SMALL]
     if not words:

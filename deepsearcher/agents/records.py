@@ -21,13 +21,18 @@ def _label_words(text: str) -> set[str]:
     return {w[:5] for w in re.split(r"[\W_]+", text.casefold()) if len(w) > 3}
 
 
-def _fields(passage: str) -> list[tuple[set[str], str]]:
-    """The "label: value" lines of ``passage``: each label's words and the folded value."""
+def _lines(passage: str) -> list[tuple[str, str]]:
+    """The "label: value" lines of ``passage``, as written."""
     return [
-        (_label_words(m.group(1)), m.group(2).strip().casefold())
+        (m.group(1).strip(), m.group(2).strip())
         for m in map(_FIELD.match, passage.splitlines())
         if m
     ]
+
+
+def _fields(passage: str) -> list[tuple[set[str], str]]:
+    """The "label: value" lines of ``passage``: each label's words and the folded value."""
+    return [(_label_words(label), value.casefold()) for label, value in _lines(passage)]
 
 
 def labelled(query: str, answer: str, passage: str) -> bool:
@@ -59,15 +64,6 @@ def wrong_field(query: str, answer: str, passage: str) -> bool:
 
 # A value a record keys another record's table by: one token ("P2", "gold", "EU-North").
 _KEY = re.compile(r"[\w-]{1,24}")
-
-
-def _lines(passage: str) -> list[tuple[str, str]]:
-    """The "label: value" lines of ``passage``, as written."""
-    return [
-        (m.group(1).strip(), m.group(2).strip())
-        for m in map(_FIELD.match, passage.splitlines())
-        if m
-    ]
 
 
 @dataclass(frozen=True)
